@@ -1,0 +1,179 @@
+"""Frozen value types shared by the client loop, the runtime and the host.
+
+Mutable state lives only in ``Client``, ``Runtime`` and the runtime's handle table; every
+type here is immutable and changed with ``attrs.evolve``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import attrs
+
+#: Statuses a client run can end in.
+RUN_STATUSES = ("done", "pending", "incomplete")
+#: Statuses an agent result can carry (CONTRACT §7D, a closed set).
+AGENT_STATUSES = ("done", "pending", "incomplete", "interrupted", "closed", "timeout", "error")
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool hands back to the model."""
+
+    output: str
+    is_error: bool = False
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def pending(self) -> Request | None:
+        """The request this result suspends on, if it is a suspension."""
+        if self.metadata is None:
+            return None
+        pending = self.metadata.get("pending")
+        return pending if isinstance(pending, Request) else None
+
+
+@attrs.frozen
+class Request:
+    """A question a tool asks outside the model: an approval, a form, a URL to visit."""
+
+    id: str
+    kind: str
+    prompt: str
+    url: str | None = None
+    data: dict[str, Any] | None = None
+    expires_at: str | None = None
+
+
+@attrs.frozen
+class Answer:
+    """The reply to a ``Request``; ``reason`` is set only when ``ok`` is false."""
+
+    id: str
+    ok: bool
+    data: Any = None
+    reason: str | None = None
+
+
+@attrs.frozen
+class Usage:
+    """Token counts, summed across model calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+@attrs.frozen
+class ToolCallRecord:
+    """One executed tool call, as the loop fed it back to the model."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    output: str
+    is_error: bool
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunResult:
+    """The outcome of ``Client.run``/``ask``/``resume``."""
+
+    text: str
+    messages: list[dict[str, Any]]
+    tool_calls: list[ToolCallRecord]
+    tool_call_count: int
+    turns: int
+    usage: Usage
+    model: str
+    status: str
+    limit: str | None = None
+    pending: Request | None = None
+
+
+@attrs.frozen(kw_only=True)
+class AgentResult:
+    """The outcome of one agent turn as a waiter sees it."""
+
+    text: str
+    status: str
+    is_error: bool = False
+    pending: Request | None = None
+    turns: int = 0
+    total_tokens: int = 0
+    limit: str | None = None
+    handle_id: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Budget:
+    """Caps on an agent's spend; ``None`` means unset (inherits or takes the default)."""
+
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    max_tool_calls: int | None = None
+    max_wall_ms: int | None = None
+    max_children: int | None = None
+    max_concurrent: int | None = None
+    max_depth: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HandleView:
+    """A read-only snapshot of one handle."""
+
+    id: str
+    name: str
+    state: str
+    parent: str | None
+    children: list[str]
+    turns: int
+    tokens: int
+    tool_calls: int
+    inbox: int
+    pending: Request | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """A tool call the model asked for; ``arguments`` is raw (a dict or a JSON string)."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+@attrs.frozen(kw_only=True)
+class ModelReply:
+    """One model reply, decoded from any wire style."""
+
+    message: dict[str, Any]
+    text: str
+    tool_calls: list[ToolCall]
+    usage: Usage
+
+
+def make_request(
+    kind: str,
+    prompt: str,
+    *,
+    url: str | None = None,
+    data: dict[str, Any] | None = None,
+    expires_at: str | None = None,
+) -> Request:
+    """Build a ``Request`` with a fresh unique id."""
+    return Request(id=f"req_{uuid.uuid4().hex}", kind=kind, prompt=prompt, url=url, data=data, expires_at=expires_at)
+
+
+def make_answer(request_id: str, ok: bool, data: Any = None, reason: str | None = None) -> Answer:
+    """Build the ``Answer`` to the request with ``request_id``."""
+    return Answer(id=request_id, ok=ok, data=data, reason=reason)

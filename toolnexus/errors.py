@@ -1,0 +1,56 @@
+"""Every exception a host can catch from toolnexus derives from ``ToolnexusError``.
+
+Outcomes the model should see (a failing tool, a budget limit, a failed child agent) are
+values, never exceptions; these classes are for host-facing calls only.
+"""
+
+from __future__ import annotations
+
+
+class ToolnexusError(Exception):
+    """Base of every error a host can catch from toolnexus."""
+
+
+class LLMError(ToolnexusError):
+    """The model endpoint failed after the allowed retries.
+
+    ``status`` is the HTTP status (``None`` for a connection failure or an unreadable
+    reply); ``body_excerpt`` is a short, key-free excerpt of what came back.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, body_excerpt: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body_excerpt = body_excerpt
+
+
+class LLMTimeout(LLMError, TimeoutError):
+    """The model call ran past ``timeout_ms``; never retried."""
+
+
+class Cancelled(ToolnexusError):
+    """The run was interrupted while a model call was in flight; never retried."""
+
+
+class WireError(ToolnexusError, ValueError):
+    """JSON on the wire did not have the expected shape."""
+
+
+class SpawnError(ToolnexusError):
+    """``spawn`` was refused; the message names the cap (``maxChildren``, ``maxDepth``, ...)."""
+
+
+class InboxFull(ToolnexusError):
+    """``post`` found the handle's inbox at its cap."""
+
+
+class HandleClosed(ToolnexusError):
+    """A verb was used on a handle that is closed."""
+
+
+class UnknownHandle(ToolnexusError, LookupError):
+    """No handle has that id."""
+
+
+class UnknownRequest(ToolnexusError, LookupError):
+    """No pending request has the id the Answer echoes."""

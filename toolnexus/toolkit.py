@@ -1,0 +1,73 @@
+"""Toolkit: the set of tools one run offers, and the one place a tool call is executed."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from .data import ToolResult
+from .tools import Tool, ToolContext, sanitize_name
+
+log = logging.getLogger("toolnexus")
+
+
+class Toolkit:
+    """An ordered set of tools; on duplicate names the first one registered wins."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.register(item)
+
+    def register(self, tool: Tool) -> bool:
+        """Add ``tool``; returns False (and keeps the first) when the name is taken."""
+        if tool.name in self._tools:
+            return False
+        self._tools[tool.name] = tool
+        return True
+
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def tool_names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name) or self._tools.get(sanitize_name(name))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def execute(self, name: str, args: Any, ctx: ToolContext | None = None) -> ToolResult:
+        """Run one call; an unknown name, bad arguments or a raising tool become error results."""
+        found = self.get(name)
+        if found is None:
+            known = ", ".join(self._tools) or "(none)"
+            return ToolResult(output=f"unknown tool {name!r}; known tools: {known}", is_error=True)
+        if not isinstance(args, dict):
+            return ToolResult(
+                output=f"invalid arguments for {found.name}: expected a JSON object, got {type(args).__name__}",
+                is_error=True,
+            )
+        try:
+            value = found.execute(args, ctx if ctx is not None else ToolContext())
+        except Exception as exc:  # a tool's exception never escapes the loop
+            log.debug("tool %s raised", found.name, exc_info=True)
+            return ToolResult(output=f"tool {found.name} failed: {exc}", is_error=True)
+        if isinstance(value, ToolResult):
+            return value
+        if isinstance(value, str):
+            return ToolResult(output=value)
+        return ToolResult(output=f"tool {found.name} returned {type(value).__name__}, not str or ToolResult", is_error=True)
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        return [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+            for t in self._tools.values()
+        ]
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        return [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in self._tools.values()]

@@ -1,0 +1,158 @@
+"""Tools: what a model can call, and the helpers that build their results."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import Any, Callable, overload
+
+import attrs
+
+from . import _schema
+from .data import Answer, Request, ToolResult
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def sanitize_name(name: str) -> str:
+    """Tool names providers accept: every character outside ``[A-Za-z0-9_-]`` becomes ``_``."""
+    return _UNSAFE.sub("_", name)
+
+
+@attrs.define(kw_only=True)
+class ToolContext:
+    """What a running tool may know about its call.
+
+    ``answer`` is set only on the retry after a suspension; ``cancelled`` is set when the
+    run is interrupted, so a long tool can stop early; ``handle_id`` is the agent handle
+    running the tool, inside the runtime.
+    """
+
+    answer: Answer | None = None
+    cancelled: threading.Event = attrs.field(factory=threading.Event)
+    handle_id: str | None = None
+    call_id: str | None = None
+
+
+@attrs.frozen(init=False)
+class Tool:
+    """A named function the model may call with JSON arguments.
+
+    ``execute(args, ctx)`` returns a ``ToolResult`` or a ``str`` (a str means success).
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    execute: Callable[[dict[str, Any], ToolContext], ToolResult | str] = attrs.field(repr=False)
+    source: str = "native"
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any] | None,
+        execute: Callable[[dict[str, Any], ToolContext], ToolResult | str],
+        source: str = "native",
+    ) -> None:
+        self.__attrs_init__(  # type: ignore[attr-defined]
+            name=sanitize_name(name),
+            description=description,
+            input_schema=input_schema or {"type": "object", "properties": {}},
+            execute=execute,
+            source=source,
+        )
+
+
+def success(text: str, **metadata: Any) -> ToolResult:
+    """A successful result; keyword arguments become metadata."""
+    return ToolResult(output=text, is_error=False, metadata=metadata or None)
+
+
+def failure(text: str, **metadata: Any) -> ToolResult:
+    """An error result the model sees (the run goes on)."""
+    return ToolResult(output=text, is_error=True, metadata=metadata or None)
+
+
+def suspend(request: Request, output: str | None = None) -> ToolResult:
+    """A suspension: the run needs ``request`` answered before this call can finish."""
+    return ToolResult(output=request.prompt if output is None else output, is_error=True, metadata={"pending": request})
+
+
+def is_suspension(result: ToolResult) -> bool:
+    """Whether a result is a suspension (never counted as a tool error)."""
+    return result.pending is not None
+
+
+def _from_function(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    input_schema: dict[str, Any] | None,
+) -> Tool:
+    schema = input_schema if input_schema is not None else _schema.function_schema(fn)
+    with_ctx = _schema.takes_context(fn)
+
+    def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        value = fn(**args, ctx=ctx) if with_ctx else fn(**args)
+        if isinstance(value, ToolResult):
+            return value
+        return value if isinstance(value, str) else _render(value)
+
+    return Tool(
+        name or fn.__name__,
+        description if description is not None else _schema.first_paragraph(fn.__doc__),
+        schema,
+        execute,
+    )
+
+
+def _render(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    fn: Callable[..., Any],
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, input_schema: dict[str, Any] | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a plain function into a ``Tool``: ``@tool``, ``@tool(name=...)`` or ``tool(fn, ...)``.
+
+    The schema comes from the type hints, the description from the docstring's first
+    paragraph; a final parameter named ``ctx`` receives the ``ToolContext``. A returned
+    value that is not a str or ``ToolResult`` is sent to the model as JSON.
+    """
+    if fn is not None:
+        return _from_function(fn, name=name, description=description, input_schema=input_schema)
+
+    def decorate(inner: Callable[..., Any]) -> Tool:
+        return _from_function(inner, name=name, description=description, input_schema=input_schema)
+
+    return decorate

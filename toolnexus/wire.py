@@ -1,0 +1,104 @@
+"""The one cattrs converter: every value that crosses a process or agent boundary as JSON.
+
+Python names are snake_case; the wire is what the other editions of the family send
+(``expiresAt``), and absent optional fields are left out rather than sent as ``null``.
+This is the only module that imports cattrs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from .data import AgentResult, Answer, HandleView, Request, RunResult, ToolCallRecord, ToolResult, Usage
+from .errors import WireError
+
+T = TypeVar("T")
+
+converter = cattrs.Converter()
+
+_RENAMES: dict[type, dict[str, Any]] = {
+    Request: {"expires_at": override(rename="expiresAt", omit_if_default=True)},
+}
+
+
+def _omit_none_unstructure(cls: type) -> Any:
+    """Unstructure ``cls`` leaving out every field that is ``None`` (absent on the wire)."""
+    base = make_dict_unstructure_fn(cls, converter, **_RENAMES.get(cls, {}))
+
+    def unstructure(value: Any) -> dict[str, Any]:
+        return {key: item for key, item in base(value).items() if item is not None}
+
+    return unstructure
+
+
+def _unstructure_result(value: ToolResult) -> dict[str, Any]:
+    """A ``ToolResult`` whose metadata may hold a pending ``Request``."""
+    out: dict[str, Any] = {"output": value.output, "is_error": value.is_error}
+    if value.metadata is not None:
+        out["metadata"] = converter.unstructure(value.metadata)
+    return out
+
+
+for _cls in (Request, Answer):
+    converter.register_unstructure_hook(_cls, _omit_none_unstructure(_cls))
+    converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_RENAMES.get(_cls, {})))
+converter.register_unstructure_hook(ToolResult, _unstructure_result)
+# Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
+converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
+
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def to_wire(value: Any) -> Any:
+    """Plain JSON-ready data for ``value`` (an attrs value type or plain data)."""
+    return converter.unstructure(value)
+
+
+def from_wire(cls: type[T], data: Any) -> T:
+    """Build ``cls`` from plain data; a bad shape raises ``WireError``."""
+    if attrs.has(cls) and not isinstance(data, dict):
+        raise WireError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    try:
+        return converter.structure(data, cls)
+    except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"invalid {cls.__name__}: {_describe(exc)}") from exc
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON, keys in field order, non-ASCII kept as is (byte-stable across editions)."""
+    return _DUMPS(to_wire(value))
+
+
+def from_json(cls: type[T], text: str | bytes) -> T:
+    """Parse JSON text into ``cls``; bad JSON or a bad shape raises ``WireError``."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise WireError(f"invalid JSON for {cls.__name__}: {exc}") from exc
+    return from_wire(cls, data)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, cattrs.BaseValidationError):
+        notes = cattrs.transform_error(exc)
+        return "; ".join(notes) if notes else str(exc)
+    return str(exc)
+
+
+__all__ = [
+    "converter",
+    "to_wire",
+    "from_wire",
+    "to_json",
+    "from_json",
+    "AgentResult",
+    "HandleView",
+    "RunResult",
+    "ToolCallRecord",
+    "Usage",
+]
