@@ -54,3 +54,7 @@ class UnknownHandle(ToolnexusError, LookupError):
 
 class UnknownRequest(ToolnexusError, LookupError):
     """No pending request has the id the Answer echoes."""
+
+
+class ConfigError(ToolnexusError, ValueError):
+    """A constructor was given options that cannot work together."""

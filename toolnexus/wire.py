@@ -44,6 +44,20 @@ def _unstructure_result(value: ToolResult) -> dict[str, Any]:
     return out
 
 
+def _strict(kind: type) -> Any:
+    """No coercion of JSON scalars: cattrs' default would turn ``"false"`` into ``True``."""
+
+    def structure(value: Any, _: Any) -> Any:
+        if type(value) is not kind:
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+for _kind in (bool, str, int):
+    converter.register_structure_hook(_kind, _strict(_kind))
+
 for _cls in (Request, Answer):
     converter.register_unstructure_hook(_cls, _omit_none_unstructure(_cls))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_RENAMES.get(_cls, {})))

@@ -1,0 +1,256 @@
+"""A scripted, local OpenAI-compatible chat-completions server (standard library only).
+
+Used by the benchmarks and usable from tests::
+
+    with ScriptedLLMServer() as server:          # two_turn_responder() by default
+        client = Client(base_url=server.base_url, model="m")
+        ...
+
+Every ``POST <anything>/chat/completions`` is answered with the JSON returned by the
+``respond(body) -> dict`` callable given to the constructor. The server speaks HTTP/1.1
+with keep-alive, always sends Content-Length and sets TCP_NODELAY on accepted sockets,
+so a client's pooled connection is reused and no Nagle/delayed-ACK stalls distort timings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Responder = Callable[[dict[str, Any]], dict[str, Any]]
+
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+STALL_LIMIT_S = 30.0
+
+__all__ = ["ScriptedLLMServer", "two_turn_responder", "completion", "USAGE"]
+
+
+def completion(
+    body: dict[str, Any],
+    message: dict[str, Any],
+    finish_reason: str,
+    *,
+    response_id: str = "chatcmpl-scripted",
+) -> dict[str, Any]:
+    """Wrap an assistant ``message`` in a full OpenAI chat-completion response."""
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": dict(USAGE),
+    }
+
+
+def _tool_call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAI-style tool call with JSON-string arguments."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def _text_of(content: Any) -> str:
+    """A message's content as text (plain string or a list of content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return "" if content is None else json.dumps(content)
+
+
+def two_turn_responder() -> Responder:
+    """The benchmark scenario: two ``lookup`` calls first, then ``"done: "`` + the tool outputs.
+
+    With no ``role == "tool"`` message in the request the reply asks for
+    ``lookup({"q": "a"})`` and ``lookup({"q": "b"})`` (ids ``call_1``/``call_2``);
+    otherwise it is the final text ``"done: "`` + the tool messages' contents joined by ``", "``.
+    """
+    ids = itertools.count(1)
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        response_id = f"chatcmpl-{next(ids)}"
+        tool_texts = [_text_of(m.get("content")) for m in body.get("messages") or () if m.get("role") == "tool"]
+        if not tool_texts:
+            calls = [_tool_call("call_1", "lookup", {"q": "a"}), _tool_call("call_2", "lookup", {"q": "b"})]
+            message = {"role": "assistant", "content": None, "tool_calls": calls}
+            return completion(body, message, "tool_calls", response_id=response_id)
+        message = {"role": "assistant", "content": "done: " + ", ".join(tool_texts)}
+        return completion(body, message, "stop", response_id=response_id)
+
+    return respond
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers chat-completion POSTs through the owning server's responder."""
+
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        """Disable Nagle and track the connection so ``close()`` can drop it."""
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
+        """Stay quiet; benchmarks and tests do not want access logs."""
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
+            self._send_json(404, _error(f"no route for POST {self.path}", "not_found"))
+            return
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("request body must be a JSON object")
+        except ValueError as exc:
+            self._send_json(400, _error(f"invalid JSON body: {exc}", "invalid_request_error"))
+            return
+        status, reply = self.server.owner._answer(body)
+        self._send_json(status, reply)
+
+    def do_GET(self) -> None:
+        self._send_json(404, _error(f"no route for GET {self.path}", "not_found"))
+
+    def _read_body(self) -> bytes:
+        """The request body per Content-Length (missing header means empty)."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+        """Send ``payload`` as JSON with an explicit Content-Length (keeps the connection alive)."""
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    """An OpenAI-shaped error body."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """Threading server: daemon handler threads, no blocking on close, bigger backlog."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64
+    owner: ScriptedLLMServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore connections dropped by a client or by ``close()``; report anything else."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)) or self.owner._closing.is_set():
+            return
+        super().handle_error(request, client_address)
+
+
+class ScriptedLLMServer:
+    """A local OpenAI-compatible endpoint on 127.0.0.1:<ephemeral port>, answering via ``respond``.
+
+    ``delay_s`` sleeps before each answer; ``stall_until`` (an Event) blocks each answer until
+    the event is set or 30 s pass. ``requests_seen`` counts chat-completion requests with a
+    valid JSON body; ``last_body`` is the most recent one.
+    """
+
+    def __init__(
+        self,
+        respond: Responder | None = None,
+        *,
+        delay_s: float = 0.0,
+        stall_until: threading.Event | None = None,
+    ) -> None:
+        self._respond = respond if respond is not None else two_turn_responder()
+        self.delay_s = delay_s
+        self.stall_until = stall_until
+        self.requests_seen = 0
+        self.last_body: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._closing = threading.Event()
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Count the request, apply delay/stall, and ask the responder (a raising responder → 500)."""
+        with self._lock:
+            self.requests_seen += 1
+            self.last_body = body
+        self._wait_for_stall()
+        if self.delay_s > 0:
+            self._closing.wait(self.delay_s)
+        try:
+            return 200, self._respond(body)
+        except Exception as exc:  # surface responder bugs to the client instead of hanging it
+            return 500, _error(f"responder failed: {type(exc).__name__}: {exc}", "server_error")
+
+    def _wait_for_stall(self) -> None:
+        """Block until ``stall_until`` is set, 30 s pass, or the server is closing."""
+        event = self.stall_until
+        if event is None:
+            return
+        deadline = time.monotonic() + STALL_LIMIT_S
+        while not event.wait(0.05) and not self._closing.is_set() and time.monotonic() < deadline:
+            pass
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop serving, drop open keep-alive connections and join the serving thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        with self._lock:
+            conns, self._connections = list(self._connections), set()
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,120 @@
+"""Type hints to JSON Schema (CONTRACT §2)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import pytest
+
+from toolnexus._schema import first_paragraph, function_schema, schema_for_type, takes_context
+
+
+@pytest.mark.parametrize(
+    ("hint", "expected"),
+    [(str, "string"), (int, "integer"), (float, "number"), (bool, "boolean")],
+)
+def test_scalar_hints_map_to_json_types(hint, expected):
+    assert schema_for_type(hint) == {"type": expected}
+
+
+def test_list_of_str_is_array_with_items():
+    assert schema_for_type(list[str]) == {"type": "array", "items": {"type": "string"}}
+
+
+def test_bare_list_is_array():
+    assert schema_for_type(list) == {"type": "array"}
+
+
+@pytest.mark.parametrize("hint", [dict, dict[str, int]])
+def test_dict_is_object(hint):
+    assert schema_for_type(hint) == {"type": "object"}
+
+
+def test_literal_is_enum():
+    assert schema_for_type(Literal["a", "b"]) == {"type": "string", "enum": ["a", "b"]}
+
+
+@pytest.mark.parametrize("hint", [Optional[int], int | None])
+def test_optional_is_the_inner_type(hint):
+    assert schema_for_type(hint) == {"type": "integer"}
+
+
+def test_function_schema_maps_every_parameter():
+    def fn(s: str, i: int, f: float, b: bool, tags: list[str], opts: dict, mode: Literal["x", "y"]):
+        pass
+
+    assert function_schema(fn) == {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string"},
+            "i": {"type": "integer"},
+            "f": {"type": "number"},
+            "b": {"type": "boolean"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "opts": {"type": "object"},
+            "mode": {"type": "string", "enum": ["x", "y"]},
+        },
+        "required": ["s", "i", "f", "b", "tags", "opts", "mode"],
+    }
+
+
+def test_required_is_the_parameters_without_defaults():
+    def fn(a: str, b: int = 3, c: bool = False, d: float = 0.5):
+        pass
+
+    schema = function_schema(fn)
+    assert schema["required"] == ["a"]
+    assert list(schema["properties"]) == ["a", "b", "c", "d"]
+
+
+def test_optional_parameter_is_not_required_even_without_default():
+    def fn(a: str, b: Optional[int], c: str | None):
+        pass
+
+    schema = function_schema(fn)
+    assert schema["properties"]["b"] == {"type": "integer"}
+    assert schema["properties"]["c"] == {"type": "string"}
+    assert schema["required"] == ["a"]
+
+
+def test_no_required_key_when_everything_has_a_default():
+    def fn(a: str = "x"):
+        pass
+
+    assert function_schema(fn) == {"type": "object", "properties": {"a": {"type": "string"}}}
+
+
+def test_final_ctx_parameter_is_excluded():
+    def fn(query: str, ctx):
+        pass
+
+    assert takes_context(fn)
+    assert function_schema(fn) == {
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+    }
+
+
+def test_ctx_that_is_not_last_is_an_ordinary_parameter():
+    def fn(ctx: str, query: str):
+        pass
+
+    assert not takes_context(fn)
+    assert list(function_schema(fn)["properties"]) == ["ctx", "query"]
+
+
+def test_description_is_the_first_docstring_paragraph():
+    def fn():
+        """Search the web
+        for a query.
+
+        Longer details that the model
+        does not need.
+        """
+
+    assert first_paragraph(fn.__doc__) == "Search the web for a query."
+
+
+def test_missing_docstring_gives_empty_description():
+    assert first_paragraph(None) == ""

@@ -1,0 +1,69 @@
+"""toolnexus: synchronous, thread-based LLM agents that delegate through a ``task`` tool."""
+
+import logging
+
+from .client import Client
+from .data import (
+    AgentResult,
+    Answer,
+    Budget,
+    HandleView,
+    Request,
+    RunResult,
+    ToolCallRecord,
+    ToolResult,
+    Usage,
+    make_answer,
+    make_request,
+)
+from .errors import (
+    ConfigError,
+    HandleClosed,
+    InboxFull,
+    LLMError,
+    SpawnError,
+    ToolnexusError,
+    UnknownHandle,
+    UnknownRequest,
+    WireError,
+)
+from .store import ConversationStore, InMemoryStore
+from .toolkit import Toolkit
+from .tools import Tool, ToolContext, failure, success, suspend, tool
+
+__version__ = "0.1.0"
+
+logging.getLogger("toolnexus").addHandler(logging.NullHandler())
+
+__all__ = [
+    "AgentResult",
+    "Answer",
+    "Budget",
+    "Client",
+    "ConfigError",
+    "ConversationStore",
+    "HandleClosed",
+    "HandleView",
+    "InMemoryStore",
+    "InboxFull",
+    "LLMError",
+    "Request",
+    "RunResult",
+    "SpawnError",
+    "Tool",
+    "ToolCallRecord",
+    "ToolContext",
+    "ToolResult",
+    "Toolkit",
+    "ToolnexusError",
+    "UnknownHandle",
+    "UnknownRequest",
+    "Usage",
+    "WireError",
+    "failure",
+    "make_answer",
+    "make_request",
+    "success",
+    "suspend",
+    "tool",
+]

@@ -1,0 +1,81 @@
+"""Claimable jobs: work that either a pool worker or a blocked waiter may run, exactly once.
+
+A thread that is about to block on work nobody has started yet runs it itself. That is
+what keeps a bounded pool from deadlocking when workers wait on other workers' results
+(the warning in the ``concurrent.futures`` docs): a waiter only ever blocks on work that
+another thread is already running.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor
+from typing import Any, Callable
+
+
+class Job:
+    """A callable that runs at most once, on whichever thread claims it first."""
+
+    __slots__ = ("_fn", "_lock", "_claimed", "_done", "_value", "_error")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()  # guards: _claimed
+        self._claimed = False
+        self._done = threading.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def claimed(self) -> bool:
+        with self._lock:
+            return self._claimed
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+    def run(self) -> None:
+        """Run the job here unless another thread already has it."""
+        if self.claim():
+            self.run_claimed()
+
+    def run_claimed(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to whoever reads the result
+            self._error = exc
+        finally:
+            self._fn = None  # type: ignore[assignment]
+            self._done.set()
+
+    def result(self) -> Any:
+        """The job's value (or its exception); runs it here if nobody has started it."""
+        self.run()
+        self._done.wait()  # the claiming thread is running it and always sets _done
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def submit(executor: Executor | None, job: Job) -> None:
+    """Offer ``job`` to the pool; a pool that is gone leaves it to the waiter (caller-runs)."""
+    if executor is None:
+        return
+    try:
+        executor.submit(job.run)
+    except RuntimeError:  # shut down: whoever waits on the job runs it
+        pass
+
+
+def run_all(executor: Executor | None, fns: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``fns`` concurrently on ``executor`` and this thread; results in the given order."""
+    if len(fns) == 1:
+        return [fns[0]()]
+    jobs = [Job(fn) for fn in fns]
+    for job in jobs[1:]:
+        submit(executor, job)
+    return [job.result() for job in jobs]

@@ -1,0 +1,408 @@
+"""The run loop shared by ``Client`` and the agent runtime.
+
+``Engine`` knows how to reach the model (a wire style over a transport, or an in-process
+``generate``); ``RunSpec`` says how one run behaves (model, system prompt, hooks, limits,
+cancellation). ``start`` and ``resume`` drive a run to one of its three outcomes: ``done``,
+``pending`` or ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import Executor
+from types import ModuleType
+from typing import Any, Callable, ContextManager
+
+import attrs
+
+from . import _jobs
+from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
+from .errors import Cancelled, LLMError, UnknownRequest, WireError
+from .styles import openai as openai_style
+from .toolkit import Toolkit
+from .tools import ToolContext
+from .transport import CancelScope, Transport
+
+log = logging.getLogger("toolnexus")
+
+Emit = Callable[[dict[str, Any]], None]
+
+_HOOK_NAMES = ("before_llm", "after_llm", "before_tool", "after_tool")
+
+
+@attrs.frozen
+class Hooks:
+    """The four optional hook callables, from an object with those methods or a dict."""
+
+    before_llm: Callable[..., Any] | None = None
+    after_llm: Callable[..., Any] | None = None
+    before_tool: Callable[..., Any] | None = None
+    after_tool: Callable[..., Any] | None = None
+
+    @classmethod
+    def of(cls, hooks: Any) -> Hooks:
+        if hooks is None:
+            return cls()
+        if isinstance(hooks, Hooks):
+            return hooks
+        if isinstance(hooks, dict):
+            unknown = set(hooks) - set(_HOOK_NAMES)
+            if unknown:
+                raise ValueError(f"unknown hook(s): {', '.join(sorted(unknown))}")
+            return cls(**hooks)
+        return cls(**{name: getattr(hooks, name, None) for name in _HOOK_NAMES})
+
+
+@attrs.frozen(kw_only=True)
+class Engine:
+    """How to reach the model: a wire style and a transport, or an in-process ``generate``."""
+
+    style: ModuleType
+    transport: Transport | None = None
+    generate: Callable[[dict[str, Any]], Any] | None = None
+    request_params: dict[str, Any] | None = None
+    executor: Callable[[], Executor | None] = lambda: None
+
+
+@attrs.frozen(kw_only=True)
+class RunSpec:
+    """How one run behaves. ``guard`` is asked before every model call and returns the name
+    of a limit that is reached (``maxTokens``...) or None; ``on_usage`` and ``on_tool_calls``
+    feed a ledger as the run spends."""
+
+    model: str
+    system: str | None = None
+    max_turns: int = 10
+    hooks: Hooks = Hooks()
+    wait_for: Callable[[Request], Answer] | None = None
+    emit: Emit = lambda event: None
+    guard: Callable[[int], str | None] | None = None
+    scope: CancelScope | None = None
+    gate: ContextManager[Any] | None = None
+    handle_id: str | None = None
+    on_usage: Callable[[Usage], None] | None = None
+    on_tool_calls: Callable[[int], None] | None = None
+
+
+@attrs.define
+class _State:
+    messages: list[dict[str, Any]]
+    records: list[ToolCallRecord] = attrs.Factory(list)
+    usage: Usage = Usage()
+    turns: int = 0
+    text: str = ""
+
+
+@attrs.frozen
+class _Outcome:
+    call: ToolCall
+    args: Any
+    result: ToolResult
+
+
+LIMIT_TEXT = {
+    "maxTurns": "turn limit reached",
+    "maxTokens": "budget exhausted: token pool spent",
+    "maxToolCalls": "budget exhausted: tool-call pool spent",
+    "maxWallMs": "wall-clock limit reached",
+}
+
+
+def initial_messages(style: ModuleType, system: str | None, history: list[dict[str, Any]] | None, prompt: str) -> list[dict[str, Any]]:
+    """System message (if the style carries one and history lacks it), history, the prompt."""
+    history = list(history or [])
+    head = [] if history and history[0].get("role") == "system" else style.system_messages(system)
+    return [*head, *history, style.user_message(prompt)]
+
+
+def start(engine: Engine, spec: RunSpec, toolkit: Toolkit, messages: list[dict[str, Any]]) -> RunResult:
+    """Run the loop over ``messages`` (already ending with the new user input)."""
+    return _drive(engine, spec, toolkit, _State(messages=messages))
+
+
+def resume(
+    engine: Engine,
+    spec: RunSpec,
+    toolkit: Toolkit,
+    messages: list[dict[str, Any]],
+    pending: Request,
+    answer: Answer,
+) -> RunResult:
+    """Continue a run that ended ``pending``: rerun the halted call with the answer, run the
+    calls of that turn that have no result yet, then go on. No user message is added."""
+    if answer.id != pending.id:
+        raise UnknownRequest(f"answer {answer.id!r} does not match the pending request {pending.id!r}")
+    index, calls = _last_tool_turn(engine.style, messages)
+    if index is None:
+        raise UnknownRequest(f"the transcript has no tool call waiting on request {pending.id!r}")
+    found = [(cid, res) for cid, res in engine.style.tool_results_in(messages[index + 1 :]) if any(c.id == cid for c in calls)]
+    if not found:
+        raise UnknownRequest(f"the transcript has no tool call waiting on request {pending.id!r}")
+    halted_id = found[-1][0]
+    kept = dict(found[:-1])
+    answers = {halted_id: answer}
+    if not answer.ok:
+        kept[halted_id] = _declined(answer, pending)
+        answers = {}
+    state = _State(messages=list(messages[: index + 1]))
+    halted = _tool_phase(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
+    if halted is not None:
+        return _result(spec, state, "pending", pending=halted)
+    return _drive(engine, spec, toolkit, state)
+
+
+def _last_tool_turn(style: ModuleType, messages: list[dict[str, Any]]) -> tuple[int | None, list[ToolCall]]:
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            calls = style.tool_calls_of(messages[index])
+            return (index, calls) if calls else (None, [])
+    return None, []
+
+
+def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
+    tools = engine.style.tools_payload(toolkit) if engine.generate is None else toolkit.to_openai()
+    while True:
+        limit = _limit_reached(spec, state)
+        if limit is not None:
+            return _result(spec, state, "incomplete", limit=limit)
+        reply = _call_model(engine, spec, state, tools)
+        if not reply.tool_calls:
+            return _result(spec, state, "done")
+        halted = _tool_phase(engine, spec, toolkit, state, reply.tool_calls)
+        if halted is not None:
+            return _result(spec, state, "pending", pending=halted)
+
+
+def _limit_reached(spec: RunSpec, state: _State) -> str | None:
+    _check_cancel(spec)
+    if state.turns >= spec.max_turns:
+        return "maxTurns"
+    return spec.guard(state.turns) if spec.guard is not None else None
+
+
+def _check_cancel(spec: RunSpec) -> None:
+    if spec.scope is not None and spec.scope.cancelled:
+        raise Cancelled("the run was interrupted")
+
+
+def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None) -> RunResult:
+    text = state.text
+    if limit is not None:
+        text = f"{text}\n[{LIMIT_TEXT[limit]}]" if text else LIMIT_TEXT[limit]
+    if pending is not None:
+        text = pending.prompt
+    return RunResult(
+        text=text,
+        messages=state.messages,
+        tool_calls=state.records,
+        tool_call_count=len(state.records),
+        turns=state.turns,
+        usage=state.usage,
+        model=spec.model,
+        status=status,
+        limit=limit,
+        pending=pending,
+    )
+
+
+# --- one model call ----------------------------------------------------------------------
+
+
+def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]]) -> ModelReply:
+    turn = state.turns + 1
+    if spec.hooks.before_llm is not None:
+        change = spec.hooks.before_llm(messages=state.messages, tools=tools, model=spec.model, turn=turn)
+        if isinstance(change, dict):
+            if "messages" in change:
+                state.messages = list(change["messages"])
+            tools = change.get("tools", tools)
+    started = time.perf_counter()
+    try:
+        reply = _fetch(engine, spec, state.messages, tools)
+    except (LLMError, Cancelled):
+        spec.emit(_llm_event(spec, "error", started, Usage()))
+        raise
+    spec.emit(_llm_event(spec, "ok", started, reply.usage))
+    state.turns = turn
+    state.usage = state.usage + reply.usage
+    state.messages.append(reply.message)
+    state.text = reply.text
+    if spec.on_usage is not None:
+        spec.on_usage(reply.usage)
+    if spec.hooks.after_llm is not None:
+        spec.hooks.after_llm(response=reply.message, model=spec.model, turn=turn)
+    return reply
+
+
+def _fetch(engine: Engine, spec: RunSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+    if engine.generate is not None:
+        return _generate(engine.generate, spec, messages, tools)
+    assert engine.transport is not None
+    body = engine.style.build_body(spec.model, messages, tools, spec.system, engine.request_params)
+    data = engine.transport.post_json(body, scope=spec.scope, gate=spec.gate)
+    try:
+        return engine.style.parse_reply(data)
+    except WireError as exc:
+        excerpt = json.dumps(data)[:300]
+        raise LLMError(f"unreadable model reply: {exc}", status=200, body_excerpt=excerpt) from exc
+
+
+def _generate(generate: Callable[[dict[str, Any]], Any], spec: RunSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
+    request = openai_style.generate_request(spec.model, messages, tools)
+    try:
+        if spec.gate is not None:
+            with spec.gate:
+                raw = generate(request)
+        else:
+            raw = generate(request)
+    except Exception as exc:  # final: the in-process model is never retried
+        raise LLMError(f"generate() failed: {type(exc).__name__}: {exc}", status=None, body_excerpt=str(exc)[:300]) from exc
+    _check_cancel(spec)
+    try:
+        return openai_style.parse_generated(raw)
+    except WireError as exc:
+        raise LLMError(f"unreadable generate() reply: {exc}", status=None, body_excerpt=repr(raw)[:300]) from exc
+
+
+def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
+    return {
+        "event": "llm",
+        "model": spec.model,
+        "status": status,
+        "ms": round((time.perf_counter() - started) * 1000, 3),
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+    }
+
+
+# --- the tool calls of one turn -------------------------------------------------------------
+
+
+def _tool_phase(
+    engine: Engine,
+    spec: RunSpec,
+    toolkit: Toolkit,
+    state: _State,
+    calls: list[ToolCall],
+    *,
+    kept: dict[str, ToolResult] | None = None,
+    answers: dict[str, Answer] | None = None,
+) -> Request | None:
+    """Run every call without a kept result, concurrently; append results in call order.
+
+    Returns the request the turn halts on (the first suspension in call order when there
+    is no ``wait_for``), after appending only that call's placeholder result.
+    """
+    kept = kept or {}
+    answers = answers or {}
+    todo = [call for call in calls if call.id not in kept]
+    turn = state.turns
+    outcomes = _jobs.run_all(
+        engine.executor(), [lambda call=call: _one_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
+    )
+    _check_cancel(spec)
+    if spec.on_tool_calls is not None and outcomes:
+        spec.on_tool_calls(len(outcomes))
+    halted = next((o for o in outcomes if o.result.pending is not None), None)
+    if halted is not None:
+        entries = [(call.id, kept[call.id]) for call in calls if call.id in kept] + [(halted.call.id, halted.result)]
+        state.messages.extend(engine.style.tool_result_messages(entries))
+        state.records.append(_record(halted))
+        return halted.result.pending
+    results = {**kept, **{o.call.id: o.result for o in outcomes}}
+    state.records.extend(_record(o) for o in outcomes)
+    state.messages.extend(engine.style.tool_result_messages([(call.id, results[call.id]) for call in calls]))
+    return None
+
+
+def _record(outcome: _Outcome) -> ToolCallRecord:
+    args = outcome.args if isinstance(outcome.args, dict) else {}
+    result = outcome.result
+    return ToolCallRecord(id=outcome.call.id, name=outcome.call.name, args=args, output=result.output, is_error=result.is_error, metadata=result.metadata)
+
+
+def decode_arguments(raw: Any) -> tuple[Any, str | None]:
+    """Arguments as a dict, or an error message saying why they are invalid."""
+    if raw is None or raw == "":
+        return {}, None
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            return None, f"invalid arguments: not valid JSON ({exc})"
+    if not isinstance(raw, dict):
+        return None, f"invalid arguments: expected a JSON object, got {type(raw).__name__}"
+    return raw, None
+
+
+def _one_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Outcome:
+    started = time.perf_counter()
+    args, problem = decode_arguments(call.arguments)
+    if problem is not None:
+        result = ToolResult(output=f"{problem} for tool {call.name}", is_error=True)
+    else:
+        result, args = _execute(spec, toolkit, call, args, turn, answer)
+    if spec.hooks.after_tool is not None:
+        change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=turn)
+        if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
+            result = change["result"]
+    _emit_tool(spec, toolkit, call.name, result, started)
+    return _Outcome(call=call, args=args, result=result)
+
+
+def _execute(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], turn: int, answer: Answer | None) -> tuple[ToolResult, dict[str, Any]]:
+    if spec.hooks.before_tool is not None:
+        change = spec.hooks.before_tool(name=call.name, args=args, id=call.id, turn=turn)
+        if isinstance(change, dict):
+            if isinstance(change.get("result"), ToolResult):
+                return change["result"], args
+            if isinstance(change.get("args"), dict):
+                args = change["args"]
+    result = toolkit.execute(call.name, args, _context(spec, call, answer))
+    request = result.pending
+    if request is None or spec.wait_for is None:
+        return result, args
+    return _interpret(spec, toolkit, call, args, request), args
+
+
+def _interpret(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], request: Request) -> ToolResult:
+    """§10.1: ask ``wait_for``; on ok run the call once more with the answer."""
+    try:
+        answer = spec.wait_for(request)  # type: ignore[misc]
+    except Exception:
+        log.debug("wait_for raised; treating the request as declined", exc_info=True)
+        answer = Answer(id=request.id, ok=False, reason="declined")
+    if not isinstance(answer, Answer) or not answer.ok:
+        return _declined(answer if isinstance(answer, Answer) else None, request)
+    retried = toolkit.execute(call.name, args, _context(spec, call, answer))
+    if retried.pending is not None:
+        return ToolResult(output=f"unresolved: {retried.pending.prompt}", is_error=True)
+    return retried
+
+
+def _declined(answer: Answer | None, request: Request) -> ToolResult:
+    reason = (answer.reason if answer is not None else None) or "declined"
+    return ToolResult(output=f"{reason}: {request.prompt}", is_error=True)
+
+
+def _context(spec: RunSpec, call: ToolCall, answer: Answer | None) -> ToolContext:
+    ctx = ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id)
+    if spec.scope is not None:
+        ctx.cancelled = spec.scope.event
+    return ctx
+
+
+def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:
+    found = toolkit.get(name)
+    event: dict[str, Any] = {
+        "event": "tool",
+        "tool": name,
+        "source": found.source if found is not None else "unknown",
+        "is_error": result.is_error and result.pending is None,
+        "ms": round((time.perf_counter() - started) * 1000, 3),
+    }
+    if result.pending is not None:
+        event["pending"] = True
+    spec.emit(event)

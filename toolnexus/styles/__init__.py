@@ -1,0 +1,24 @@
+"""Wire styles: pure functions that turn transcripts into request bodies and replies into
+``ModelReply`` values. No HTTP here; every style module exposes the same functions:
+
+``path``, ``headers(api_key)``, ``endpoint(base_url)``, ``system_messages(system)``,
+``user_message(text)``, ``tools_payload(toolkit)``, ``build_body(...)``,
+``parse_reply(data)``, ``tool_result_messages(results)``, ``tool_calls_of(message)`` and
+``tool_results_in(messages)``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import anthropic, openai
+
+_STYLES: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic}
+
+
+def get_style(name: str) -> ModuleType:
+    """The style module for ``name``; an unknown name raises ``ValueError``."""
+    try:
+        return _STYLES[name]
+    except KeyError:
+        raise ValueError(f"unknown style {name!r}; known styles: {', '.join(_STYLES)}") from None

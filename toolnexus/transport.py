@@ -1,0 +1,265 @@
+"""HTTP to the model endpoint: the session, retries, backoff, and prompt cancellation.
+
+This is the only module that imports ``requests``; every ``requests`` failure is turned
+into an ``LLMError`` here. Work that does not change between calls (the URL, headers, the
+environment's proxy and CA settings) is resolved once, when the transport is built.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import socket
+import threading
+from typing import Any, Callable, ContextManager
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from .errors import Cancelled, LLMError, LLMTimeout
+
+log = logging.getLogger("toolnexus")
+
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+_EXCERPT = 300
+_local = threading.local()
+
+
+class CancelScope:
+    """A cancellable run: an event plus the sockets of its in-flight model calls.
+
+    ``cancel()`` sets the event and shuts those sockets down, so a thread blocked reading
+    a stalled reply wakes at once instead of finishing in the background.
+    """
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._lock = threading.Lock()  # guards: _connections; never held across I/O waits
+        self._connections: list[Any] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self.event.is_set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.event.set()
+            connections = list(self._connections)
+        for conn in connections:
+            _shutdown(conn)
+
+    def attach(self, conn: Any) -> None:
+        with self._lock:
+            self._connections.append(conn)
+            cancelled = self.event.is_set()
+        if cancelled:
+            _shutdown(conn)
+
+    def detach_all(self) -> None:
+        with self._lock:
+            self._connections.clear()
+
+
+def _shutdown(conn: Any) -> None:
+    sock = getattr(conn, "sock", None)
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _TrackedConnections:
+    """Pool mixin: hand every connection a request uses to the calling thread's scope."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)  # type: ignore[misc]
+        scope = getattr(_local, "scope", None)
+        if scope is not None:
+            scope.attach(conn)
+        return conn
+
+
+class _TrackedHTTPPool(_TrackedConnections, HTTPConnectionPool):
+    pass
+
+
+class _TrackedHTTPSPool(_TrackedConnections, HTTPSConnectionPool):
+    pass
+
+
+_TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+
+
+class CancellableAdapter(HTTPAdapter):
+    """An ``HTTPAdapter`` whose connections a ``CancelScope`` can close mid-request."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _TRACKED_POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager.pool_classes_by_scheme = _TRACKED_POOLS
+        return manager
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as whole delay-seconds (ASCII digits only); anything else is ignored."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value and value.isascii() and value.isdigit():
+        return float(int(value))
+    return None
+
+
+class Transport:
+    """POSTs JSON bodies to one endpoint, with retries; shared by every thread of a client."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        headers: dict[str, str],
+        secret: str | None = None,
+        session: requests.Session | None = None,
+        retries: int = 2,
+        retry_base_ms: int = 500,
+        timeout_ms: int | None = None,
+        on_error: Callable[[dict[str, Any]], str] | None = None,
+        pool_size: int = 10,
+    ) -> None:
+        self.url = url
+        self._secret = secret
+        self._retries = max(0, retries)
+        self._retry_base_ms = retry_base_ms
+        self._timeout = timeout_ms / 1000 if timeout_ms else None
+        self._on_error = on_error
+        self._owns_session = session is None
+        if session is None:
+            session = requests.Session()
+            adapter = CancellableAdapter(pool_connections=4, pool_maxsize=max(10, pool_size))
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        self._session = session
+        all_headers = {"Content-Type": "application/json", **headers}
+        # Resolved once: the prepared template (session headers and auth merged) and the
+        # environment's proxy / CA / cert settings for this URL.
+        self._template = session.prepare_request(requests.Request("POST", url, headers=all_headers))
+        settings = session.merge_environment_settings(url, {}, None, None, None)
+        self._send_kwargs = {
+            "proxies": settings["proxies"],
+            "verify": settings["verify"],
+            "cert": settings["cert"],
+            "stream": False,
+            "allow_redirects": False,
+            "timeout": self._timeout,
+        }
+
+    def __repr__(self) -> str:
+        return f"Transport(url={self.url!r})"
+
+    def close(self) -> None:
+        if self._owns_session:
+            self._session.close()
+
+    def post_json(
+        self,
+        body: dict[str, Any],
+        *,
+        scope: CancelScope | None = None,
+        gate: ContextManager[Any] | None = None,
+    ) -> Any:
+        """POST ``body`` and return the decoded JSON reply, retrying what may be retried."""
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        attempt = 0
+        while True:
+            status, reply, error = self._attempt(payload, scope, gate)
+            if error is None:
+                return reply
+            retryable = status is None or status in RETRYABLE_STATUSES
+            if self._on_error is not None:
+                retryable = self._ask_on_error(error, status, attempt, retryable)
+            if not retryable or attempt >= self._retries:
+                raise error
+            delay = _retry_delay(reply, attempt, self._retry_base_ms)
+            log.debug("model call failed (status %s), retry %d in %.3fs", status, attempt + 1, delay)
+            if scope is not None:
+                if scope.event.wait(delay):
+                    raise Cancelled("interrupted while waiting to retry the model call")
+            else:
+                threading.Event().wait(delay)  # backoff delay, not a wait for state
+            attempt += 1
+
+    def _ask_on_error(self, error: LLMError, status: int | None, attempt: int, retryable: bool) -> bool:
+        info = {"error": str(error), "status": status, "attempt": attempt, "retryable": retryable}
+        try:
+            decision = self._on_error(info)  # type: ignore[misc]
+        except Exception:
+            log.debug("on_error raised; keeping the default decision", exc_info=True)
+            return retryable
+        if decision == "retry":
+            return True
+        if decision == "fail":
+            return False
+        return retryable
+
+    def _attempt(
+        self, payload: bytes, scope: CancelScope | None, gate: ContextManager[Any] | None
+    ) -> tuple[int | None, Any, LLMError | None]:
+        """One POST. Returns (status, reply-or-response, error); raises what is never retried."""
+        prepared = self._template.copy()
+        prepared.body = payload
+        prepared.headers["Content-Length"] = str(len(payload))
+        if scope is not None and scope.cancelled:
+            raise Cancelled("interrupted before the model call")
+        _local.scope = scope
+        try:
+            if gate is not None:
+                with gate:
+                    response = self._session.send(prepared, **self._send_kwargs)
+            else:
+                response = self._session.send(prepared, **self._send_kwargs)
+        except requests.Timeout as exc:
+            raise LLMTimeout(f"model call timed out after {self._timeout}s", status=None) from exc
+        except requests.RequestException as exc:
+            if scope is not None and scope.cancelled:
+                raise Cancelled("interrupted during the model call") from exc
+            message = self._scrub(f"connection to the model endpoint failed: {type(exc).__name__}")
+            return None, None, LLMError(message, status=None, body_excerpt=self._scrub(str(exc))[:_EXCERPT])
+        finally:
+            _local.scope = None
+            if scope is not None:
+                scope.detach_all()
+        if scope is not None and scope.cancelled:
+            raise Cancelled("interrupted during the model call")
+        return self._decode(response)
+
+    def _decode(self, response: requests.Response) -> tuple[int | None, Any, LLMError | None]:
+        status = response.status_code
+        excerpt = self._scrub(response.text[:_EXCERPT])
+        if not 200 <= status < 300:
+            error = LLMError(f"model endpoint answered HTTP {status}: {excerpt}", status=status, body_excerpt=excerpt)
+            return status, response, error
+        try:
+            return status, response.json(), None
+        except ValueError:
+            # Not in RETRYABLE_STATUSES, so this is final unless on_error says otherwise.
+            error = LLMError(f"model endpoint answered non-JSON (HTTP {status}): {excerpt}", status=status, body_excerpt=excerpt)
+            return status, None, error
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+
+def _retry_delay(reply: Any, attempt: int, base_ms: int) -> float:
+    if isinstance(reply, requests.Response):
+        seconds = retry_after_seconds(reply.headers.get("Retry-After"))
+        if seconds is not None:
+            return seconds
+    backoff = base_ms * (2**attempt) / 1000
+    return backoff + random.uniform(0, base_ms / 1000)
