@@ -2,6 +2,7 @@
 
 import logging
 
+from .agent import Agent, AgentDef, agent
 from .client import Client
 from .data import (
     AgentResult,
@@ -27,6 +28,8 @@ from .errors import (
     UnknownRequest,
     WireError,
 )
+from .handle import Handle
+from .runtime import Runtime
 from .store import ConversationStore, InMemoryStore
 from .toolkit import Toolkit
 from .tools import Tool, ToolContext, failure, success, suspend, tool
@@ -36,6 +39,11 @@ __version__ = "0.1.0"
 logging.getLogger("toolnexus").addHandler(logging.NullHandler())
 
 __all__ = [
+    "Agent",
+    "AgentDef",
+    "Handle",
+    "Runtime",
+    "agent",
     "AgentResult",
     "Answer",
     "Budget",

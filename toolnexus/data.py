@@ -112,6 +112,8 @@ class AgentResult:
     total_tokens: int = 0
     limit: str | None = None
     handle_id: str = ""
+    #: The runtime that produced this result (set by ``Agent.run``), for ``resume``.
+    runtime: Any = attrs.field(default=None, repr=False, eq=False)
 
 
 @attrs.frozen(kw_only=True)

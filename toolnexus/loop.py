@@ -307,8 +307,12 @@ def _tool_phase(
         spec.on_tool_calls(len(outcomes))
     halted = next((o for o in outcomes if o.result.pending is not None), None)
     if halted is not None:
-        entries = [(call.id, kept[call.id]) for call in calls if call.id in kept] + [(halted.call.id, halted.result)]
+        # A call that consumed an answer keeps its result, so a later resume does not ask again.
+        answered = {o.call.id: o for o in outcomes if o.call.id in answers and o.result.pending is None}
+        settled = {**kept, **{cid: o.result for cid, o in answered.items()}}
+        entries = [(call.id, settled[call.id]) for call in calls if call.id in settled] + [(halted.call.id, halted.result)]
         state.messages.extend(engine.style.tool_result_messages(entries))
+        state.records.extend(_record(o) for o in answered.values())
         state.records.append(_record(halted))
         return halted.result.pending
     results = {**kept, **{o.call.id: o.result for o in outcomes}}

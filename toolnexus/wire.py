@@ -62,6 +62,8 @@ for _cls in (Request, Answer):
     converter.register_unstructure_hook(_cls, _omit_none_unstructure(_cls))
     converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_RENAMES.get(_cls, {})))
 converter.register_unstructure_hook(ToolResult, _unstructure_result)
+_agent_result_fields = make_dict_unstructure_fn(AgentResult, converter, runtime=override(omit=True))
+converter.register_unstructure_hook(AgentResult, _agent_result_fields)
 # Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
 converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
 

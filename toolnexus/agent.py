@@ -1,0 +1,158 @@
+"""Agent definitions, and the level-1 surface: ``agent()``, ``Agent.run``, ``Agent.as_tool``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+
+import attrs
+
+from .data import AgentResult, Answer, Budget, Request
+from .errors import ConfigError
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+
+def _names(team: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(team)
+
+
+@attrs.frozen
+class AgentDef:
+    """What an agent is: its job, its soul (system prompt), its tools and its team.
+
+    ``model="inherit"`` uses the runtime's model. A non-empty ``team`` gives the agent a
+    ``task`` tool that can delegate to exactly those agents.
+    """
+
+    name: str
+    does: str
+    model: str = attrs.field(default="inherit", kw_only=True)
+    soul: str = attrs.field(default="", kw_only=True)
+    tools: tuple[Tool, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
+    team: tuple[Any, ...] = attrs.field(default=(), kw_only=True, converter=_names)
+    budget: Budget | None = attrs.field(default=None, kw_only=True)
+    wait_for: Callable[[Request], Answer] | None = attrs.field(default=None, kw_only=True)
+    on_spawn: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
+    on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
+    hooks: Any = attrs.field(default=None, kw_only=True)
+    on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
+
+    @property
+    def team_names(self) -> tuple[str, ...]:
+        return tuple(member.name if isinstance(member, Agent) else str(member) for member in self.team)
+
+
+_DEF_KEYS = {f.name for f in attrs.fields(AgentDef)}
+
+
+def as_def(name: str, value: Any) -> AgentDef:
+    """A registry value as an ``AgentDef``: an ``AgentDef``, an ``Agent`` or a plain dict."""
+    if isinstance(value, AgentDef):
+        return value
+    if isinstance(value, Agent):
+        return value.definition
+    if isinstance(value, Mapping):
+        unknown = set(value) - _DEF_KEYS
+        if unknown:
+            raise ConfigError(f"agent {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+        fields = dict(value)
+        fields.setdefault("name", name)
+        fields.setdefault("does", "")
+        budget = fields.get("budget")
+        if isinstance(budget, Mapping):
+            fields["budget"] = Budget(**budget)
+        return AgentDef(**fields)
+    raise ConfigError(f"agent {name!r}: expected an AgentDef, Agent or dict, got {type(value).__name__}")
+
+
+def normalize_registry(registry: Mapping[str, Any]) -> dict[str, AgentDef]:
+    """Every value as an ``AgentDef``; ``Agent`` team members bring their own registries."""
+    out: dict[str, AgentDef] = {}
+    for name, value in registry.items():
+        if isinstance(value, Agent):
+            for inner_name, inner in value.registry.items():
+                out.setdefault(inner_name, inner)
+        out[name] = as_def(name, value)
+    return out
+
+
+class Agent:
+    """A level-1 agent: a definition plus the team it can delegate to."""
+
+    def __init__(self, definition: AgentDef) -> None:
+        self.definition = definition
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def __repr__(self) -> str:
+        return f"Agent({self.definition.name!r}, team={list(self.definition.team_names)!r})"
+
+    @property
+    def registry(self) -> dict[str, AgentDef]:
+        """This agent plus the transitive closure of its team, by name."""
+        found: dict[str, AgentDef] = {}
+        stack: list[Agent] = [self]
+        while stack:
+            current = stack.pop()
+            if current.name in found:
+                continue
+            definition = current.definition
+            found[current.name] = attrs.evolve(definition, team=definition.team_names)
+            stack.extend(member for member in definition.team if isinstance(member, Agent))
+        return found
+
+    def runtime(self, **runtime_options: Any) -> Runtime:
+        from .runtime import Runtime
+
+        return Runtime(self.registry, **runtime_options)
+
+    def run(self, prompt: str, **runtime_options: Any) -> AgentResult:
+        """Run once in a fresh runtime. A pending result keeps the runtime open on
+        ``result.runtime`` for ``resume``; otherwise the runtime is closed."""
+        rt = self.runtime(**runtime_options)
+        result = rt.run_agent(self.name, prompt)
+        if result.status != "pending":
+            rt.close(rt.root)
+        return attrs.evolve(result, runtime=rt)
+
+    def as_tool(self, **runtime_options: Any) -> Tool:
+        """This agent as a plain ``{prompt}`` tool, on a runtime of its own."""
+        return self.runtime(**runtime_options).agent_tool(self.name)
+
+
+def agent(
+    name: str,
+    *,
+    does: str,
+    tools: Iterable[Tool] = (),
+    soul: str = "",
+    team: Iterable[Any] = (),
+    budget: Budget | None = None,
+    model: str = "inherit",
+    wait_for: Callable[[Request], Answer] | None = None,
+    on_spawn: Callable[..., Any] | None = None,
+    on_close: Callable[..., Any] | None = None,
+    hooks: Any = None,
+    on_metric: Callable[[dict[str, Any]], Any] | None = None,
+) -> Agent:
+    """Define an agent; ``team`` members may be ``Agent`` objects or registry names."""
+    return Agent(
+        AgentDef(
+            name,
+            does,
+            model=model,
+            soul=soul,
+            tools=tuple(tools),
+            team=tuple(team),
+            budget=budget,
+            wait_for=wait_for,
+            on_spawn=on_spawn,
+            on_close=on_close,
+            hooks=hooks,
+            on_metric=on_metric,
+        )
+    )

@@ -1,0 +1,710 @@
+"""The agent runtime: a tree of handles driven by six verbs, on a pool of worker threads.
+
+Each handle runs its turns on a ``concurrent.futures`` worker. A thread that must block
+on a child's turn (the ``task`` tool, ``run_agent``) runs that turn itself when no worker
+has started it yet, so blocked parents can never starve their children of workers.
+Blocking goes only upward: a parent waits on its child, never the reverse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, Mapping
+
+import attrs
+import requests
+
+from . import _jobs, budget as budgets, loop
+from .agent import AgentDef, normalize_registry
+from .client import build_engine
+from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult, Usage
+from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from .loop import Hooks, RunSpec
+from .metrics import Metrics, emitter
+from .store import ConversationStore, InMemoryStore
+from .task import agent_tool, result_as_tool_output, task_tool
+from .toolkit import Toolkit
+from .tools import Tool, ToolContext, failure
+
+log = logging.getLogger("toolnexus")
+
+ROOT = "root"
+_DEFAULT_WORKERS = 32
+
+
+class Runtime:
+    """Agents as handles in a tree, with hierarchical budgets, suspension and resume.
+
+    Connection options are the ``Client``'s; ``registry`` maps agent names to
+    ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
+    call ``close(rt.root)``: every thread it started has ended when that returns.
+    """
+
+    def __init__(
+        self,
+        registry: Mapping[str, Any],
+        *,
+        base_url: str | None = None,
+        model: str = "default",
+        style: str = "openai",
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        session: requests.Session | None = None,
+        generate: Callable[[dict[str, Any]], Any] | None = None,
+        retries: int = 2,
+        retry_base_ms: int = 500,
+        timeout_ms: int | None = None,
+        request_params: dict[str, Any] | None = None,
+        store: ConversationStore | None = None,
+        clock: Callable[[], float] | None = None,
+        inbox_cap: int = 64,
+        max_concurrent_turns: int | None = None,
+        shutdown_ms: int = 5000,
+        hooks: Any = None,
+        on_metric: Callable[[dict[str, Any]], Any] | None = None,
+        max_workers: int | None = None,
+    ) -> None:
+        from .client import default_api_key
+
+        self._registry = normalize_registry(registry)
+        self._model = model
+        self._clock = clock or time.monotonic
+        self._inbox_cap = inbox_cap
+        self._shutdown_s = shutdown_ms / 1000
+        self._hooks = hooks
+        self._on_metric = on_metric
+        self._store: ConversationStore = store if store is not None else InMemoryStore()
+        self._gate = threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None
+        workers = max_workers or _DEFAULT_WORKERS
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
+        self._engine = build_engine(
+            base_url=base_url,
+            style=style,
+            api_key=api_key if api_key is not None else default_api_key(style, base_url),
+            headers=headers,
+            session=session,
+            generate=generate,
+            retries=retries,
+            retry_base_ms=retry_base_ms,
+            timeout_ms=timeout_ms,
+            on_error=None,
+            request_params=request_params,
+            executor=lambda: self._executor,
+            pool_size=workers,
+        )
+        self._metrics = Metrics()
+        self._emitters: dict[str, Callable[[dict[str, Any]], None]] = {}
+        # guards: _handles, _pending, _events, _emitters. A leaf lock: nothing else is
+        # acquired while it is held.
+        self._table_lock = threading.Lock()
+        root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
+        self._handles: dict[str, Handle] = {ROOT: root}
+        self._pending: dict[str, str] = {}  # request id -> the handle whose own tool asked
+        self._events: list[dict[str, Any]] = []
+        self.root = root
+
+    def __repr__(self) -> str:
+        return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._handles)})"
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(self.root)
+
+    # --- read-only views ----------------------------------------------------------------
+
+    @property
+    def conversation_store(self) -> ConversationStore:
+        return self._store
+
+    def definition(self, name: str) -> AgentDef:
+        try:
+            return self._registry[name]
+        except KeyError:
+            raise SpawnError(f"unknown agent: {name!r}") from None
+
+    def inspect(self, h: Handle | str) -> HandleView:
+        handle = self._get(h)
+        with handle.lock:
+            return handle.view()
+
+    def budget(self, h: Handle | str) -> Budget:
+        """The handle's effective budget, as carved at spawn."""
+        return self._get(h).record.budget
+
+    def handles(self) -> list[HandleView]:
+        """Every handle, root first, then pre-order with children in spawn order."""
+        return [self.inspect(handle) for handle in self._walk(self.root)]
+
+    def transitions(self, h: Handle | str) -> list[str]:
+        handle = self._get(h)
+        with handle.lock:
+            return list(handle.record.transitions)
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._table_lock:
+            return [dict(event) for event in self._events]
+
+    def metrics(self) -> str:
+        """Prometheus text for every agent's model and tool calls."""
+        return self._metrics.render()
+
+    # --- spawn and post -----------------------------------------------------------------
+
+    def spawn(self, parent: Handle | str, name: str, budget: Budget | None = None) -> Handle:
+        """Create a child of ``parent`` running agent ``name``, in state ``idle``.
+
+        Raises:
+            SpawnError: unknown agent, a closed parent, ``maxChildren``, ``maxDepth``, or
+                an exhausted budget on the parent's chain; the message names which.
+        """
+        owner = self._get(parent)
+        definition = self.definition(name)
+        spent = self._chain_limit(owner)
+        if spent is not None:
+            raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
+        with owner.lock:
+            child = self._add_child(owner, definition, budget)
+        self._event("spawn", child.id, parent=owner.id, agent=name)
+        self._call_user(definition.on_spawn, child)
+        return child
+
+    def _add_child(self, owner: Handle, definition: AgentDef, budget: Budget | None) -> Handle:
+        record = owner.record
+        if record.closing or record.state == CLOSED:
+            raise SpawnError(f"closed: {record.id} does not accept new children")
+        cap = record.budget.max_children
+        if cap is not None and len(record.children) >= cap:
+            raise SpawnError(f"maxChildren: {record.id} already has {cap} children")
+        depth = record.depth + 1
+        if depth > budgets.max_depth(record.budget):
+            raise SpawnError(f"maxDepth: a child of {record.id} would be at depth {depth} (max {budgets.max_depth(record.budget)})")
+        own = budgets.merge(definition.budget, budget)
+        carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
+        record.spawned += 1
+        child_id = f"{record.id}/{definition.name}.{record.spawned}"
+        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition)
+        record.children.append(child_id)
+        with self._table_lock:
+            self._handles[child_id] = child
+        return child
+
+    def post(self, h: Handle | str, text: str, *, sender: str = "external", channel: str = "external") -> None:
+        """Leave ``text`` in the handle's inbox for its next turn; no state change.
+
+        Raises:
+            HandleClosed: the handle is closed or closing.
+            InboxFull: the inbox holds ``inbox_cap`` items already.
+        """
+        handle = self._get(h)
+        with handle.lock:
+            record = handle.record
+            if record.closing or record.state == CLOSED:
+                problem: ToolnexusError = HandleClosed(f"closed: {record.id} accepts no posts")
+            elif len(record.inbox) >= self._inbox_cap:
+                problem = InboxFull(f"inbox full: {record.id} holds {self._inbox_cap} items")
+            else:
+                record.inbox.append(InboxItem(sender=sender, channel=channel, text=text))
+                return
+        self._event("post_rejected", handle.id, reason=str(problem), sender=sender)
+        raise problem
+
+    # --- wake and the turn ----------------------------------------------------------------
+
+    def wake(self, h: Handle | str, prompt: str | None = None) -> None:
+        """Start a turn on an idle handle with ``prompt`` plus its whole inbox.
+
+        A running handle ignores the wake (its inbox waits for the next turn); a
+        suspended one waits for the Answer to its request. Over the parent's
+        ``max_concurrent`` the wake queues until a sibling hands over its slot.
+
+        Raises:
+            HandleClosed: the handle is closed or closing.
+        """
+        handle = self._get(h)
+        parent = self._parent(handle)
+        if parent is None:
+            raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
+        with parent.lock, handle.lock:
+            job = self._admit(parent, handle, prompt)
+        if job is not None:
+            _jobs.submit(self._executor, job)
+
+    def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+        """Check, take a slot and flip to running as one step (both locks held)."""
+        record = handle.record
+        if record.closing or record.state == CLOSED:
+            raise HandleClosed(f"closed: {record.id} cannot be woken")
+        if handle.busy or record.state == SUSPENDED:
+            return None
+        cap = budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
+        if cap is not None and parent.record.running_children >= cap:
+            record.queued, record.queued_prompt = True, prompt
+            parent.record.wake_queue.append(record.id)
+            handle.changed.notify_all()
+            self._event("wake_queued", record.id, parent=parent.id)
+            return None
+        parent.record.running_children += 1
+        return self._start_turn(handle, prompt)
+
+    def _start_turn(self, handle: Handle, prompt: str | None) -> _jobs.Job:
+        record = handle.record
+        record.taken, record.inbox = record.inbox, []
+        record.turn_serial += 1
+        text = render_input(prompt, record.taken, _ancestry(record.id))
+        return self._begin(handle, Turn(serial=record.turn_serial, input=text))
+
+    def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
+        turn.started = self._clock()
+        turn.tokens_before = handle.record.tokens
+        turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
+        handle.turn = turn
+        handle.move(RUNNING)
+        return turn.job
+
+    def _run_turn(self, handle: Handle, turn: Turn) -> None:
+        try:
+            result, run = self._execute_turn(handle, turn)
+        except Cancelled:
+            return  # interrupted: the interrupt already published the outcome
+        except Exception as exc:  # a failed turn is a result, never an exception upward
+            log.debug("turn of %s failed", handle.id, exc_info=True)
+            result, run = self._error_result(handle, turn, exc), None
+        self._settle(handle, turn, result, run)
+
+    def _execute_turn(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        definition = handle.definition
+        spent = self._chain_limit(handle)
+        if spent is not None:
+            text = f"{loop.LIMIT_TEXT[spent]} on the ancestor chain of {handle.id}"
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id), None
+        spec = self._spec(handle, turn)
+        toolkit = Toolkit(definition.tools)
+        if definition.team:
+            toolkit.register(task_tool(self, handle, turn.serial))
+        if turn.resume is not None:
+            checkpoint, pending, answer = turn.resume
+            run = loop.resume(self._engine, spec, toolkit, checkpoint, pending, answer)
+        else:
+            history = self._store.get(handle.id) or []
+            messages = loop.initial_messages(self._engine.style, spec.system, history, turn.input)
+            run = loop.start(self._engine, spec, toolkit, messages)
+        with handle.lock:
+            spent_tokens = handle.record.tokens - turn.tokens_before
+        result = AgentResult(
+            text=run.text,
+            status=run.status,
+            pending=run.pending,
+            turns=run.turns,
+            total_tokens=spent_tokens,
+            limit=run.limit,
+            handle_id=handle.id,
+        )
+        return result, run
+
+    def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
+        definition = handle.definition
+        model = self._model if definition.model in ("inherit", "", None) else definition.model
+        return RunSpec(
+            model=model,
+            system=definition.soul or None,
+            max_turns=budgets.max_turns(handle.record.budget),
+            hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
+            wait_for=definition.wait_for,
+            emit=self._emitter(definition),
+            guard=lambda _turns: self._own_limit(handle, turn),
+            scope=turn.scope,
+            gate=self._gate,
+            handle_id=handle.id,
+            on_usage=lambda usage: self._charge_tokens(handle, usage),
+            on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+        )
+
+    def _emitter(self, definition: AgentDef) -> Callable[[dict[str, Any]], None]:
+        with self._table_lock:
+            emit = self._emitters.get(definition.name)
+            if emit is None:
+                on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
+                emit = self._emitters[definition.name] = emitter(self._metrics, on_metric)
+            return emit
+
+    def _error_result(self, handle: Handle, turn: Turn, exc: Exception) -> AgentResult:
+        with handle.lock:
+            spent_tokens = handle.record.tokens - turn.tokens_before
+        return AgentResult(text=f"{type(exc).__name__}: {exc}", status="error", is_error=True, total_tokens=spent_tokens, handle_id=handle.id)
+
+    def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
+        """Publish a finished turn: save the transcript, flip the state, free the slot."""
+        pending = result.status == "pending" and result.pending is not None
+        if not pending and run is not None and handle.turn is turn:
+            self._store.save(handle.id, run.messages)
+        with handle.lock:
+            if handle.turn is not turn:
+                return  # interrupted meanwhile; the interrupt published already
+            handle.turn = None
+            record = handle.record
+            if pending:
+                request = _stamp_path(result.pending, record.id)  # type: ignore[arg-type]
+                result = attrs.evolve(result, pending=request, text=request.prompt)
+                record.pending, record.pending_input = request, turn.input
+                record.checkpoint = run.messages if run is not None else None
+                with self._table_lock:
+                    self._pending.setdefault(request.id, record.id)
+                handle.move(SUSPENDED)
+            else:
+                record.pending = record.checkpoint = record.pending_input = None
+                record.taken = []
+                handle.move(IDLE)
+            handle.publish(result)
+        self._release_slot(handle)
+
+    def _release_slot(self, handle: Handle) -> None:
+        """Give the finished turn's slot to the next queued sibling, if any."""
+        parent = self._parent(handle)
+        if parent is None:
+            return
+        jobs = []
+        with parent.lock:
+            record = parent.record
+            record.running_children -= 1
+            cap = budgets.max_concurrent(record.budget) if parent is not self.root else None
+            while record.wake_queue and (cap is None or record.running_children < cap):
+                sibling = self._handles[record.wake_queue.pop(0)]
+                with sibling.lock:
+                    if not sibling.record.queued:
+                        continue
+                    sibling.record.queued = False
+                    record.running_children += 1
+                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt))
+                self._event("wake_dequeued", sibling.id, parent=parent.id)
+        for job in jobs:
+            _jobs.submit(self._executor, job)
+
+    # --- the ledger and the limits --------------------------------------------------------
+
+    def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
+        with handle.lock:
+            handle.record.turns += 1
+        for each in self._lineage(handle):
+            with each.lock:
+                each.record.tokens += usage.total_tokens
+
+    def _charge_tool_calls(self, handle: Handle, count: int) -> None:
+        with handle.lock:
+            handle.record.tool_calls += count
+        for each in self._lineage(handle):
+            with each.lock:
+                each.record.pool_tool_calls += count
+
+    def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
+        """Checked before every model call: the handle's own carve and wall clock."""
+        with handle.lock:
+            record = handle.record
+            spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls)
+        wall = record.budget.max_wall_ms
+        if spent is None and wall is not None and (self._clock() - turn.started) * 1000 >= wall:
+            return "maxWallMs"
+        return spent
+
+    def _chain_limit(self, handle: Handle) -> str | None:
+        """The live walk before every wake and spawn: any spent pool on the chain."""
+        for each in self._lineage(handle):
+            with each.lock:
+                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls)
+            if spent is not None:
+                return spent
+        return None
+
+    # --- wait and delegation --------------------------------------------------------------
+
+    def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult:
+        """The next result of a busy handle, or the last one of a settled handle.
+
+        With ``timeout`` (seconds) a result with ``status="timeout"`` comes back when
+        nothing settled in time; the handle keeps running.
+        """
+        handle = self._get(h)
+        with handle.lock:
+            record = handle.record
+            if record.result is not None and not handle.busy:
+                return record.result
+            if record.state == CLOSED:
+                return _closed_result(record)
+            since = record.settled
+            settled = handle.changed.wait_for(lambda: record.settled > since or record.state == CLOSED, timeout)
+            if not settled:
+                return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+            return record.result if record.settled > since and record.result is not None else _closed_result(record)
+
+    def _await(self, handle: Handle) -> AgentResult:
+        """Wait for a busy handle to settle, running its turn here if no worker has it."""
+        while True:
+            with handle.lock:
+                record = handle.record
+                if not handle.busy:
+                    return record.result if record.result is not None else _closed_result(record)
+                job = handle.turn.job if handle.turn is not None else None
+                if job is None or job.claimed:
+                    handle.changed.wait_for(lambda: not handle.busy or _runnable(handle))
+                    continue
+            job.run()
+
+    def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
+        """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
+        key = (agent, prompt)
+        with parent.task_lock:
+            entry = parent.record.task_keys.get(key)
+            child = self._handles.get(entry[1]) if entry is not None and entry[0] == serial else None
+            reattached = child is not None
+            if child is None:
+                try:
+                    child = self.spawn(parent, agent)
+                    parent.record.task_keys[key] = (serial, child.id)
+                    self.wake(child, prompt)
+                except (SpawnError, HandleClosed) as exc:
+                    return failure(f"cannot delegate to {agent}: {exc}")
+        if reattached:
+            self._event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
+        result = self._child_result(child, ctx)
+        if result.status != "pending":
+            self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=False)
+        return result_as_tool_output(agent, result)
+
+    def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
+        with child.lock:
+            record = child.record
+            answer_fits = ctx.answer is not None and record.pending is not None and ctx.answer.id == record.pending.id
+            if record.state == SUSPENDED and not answer_fits:
+                return record.result  # type: ignore[return-value]
+        if answer_fits:
+            self._resume_chain(ctx.answer, top=child)  # type: ignore[arg-type]
+        return self._await(child)
+
+    def agent_tool(self, name: str) -> Tool:
+        """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
+        self.definition(name)
+        return agent_tool(self, name)
+
+    def run_agent(self, name: str, prompt: str) -> AgentResult:
+        """Spawn ``name`` under the root, run one turn on ``prompt``, close it.
+
+        A pending result leaves the handle open (suspended) for ``resume``.
+        """
+        handle = self.spawn(self.root, name)
+        self.wake(handle, prompt)
+        result = self._await(handle)
+        if result.status != "pending":
+            self.close(handle)
+        return result
+
+    # --- interrupt, resume, close -----------------------------------------------------------
+
+    def interrupt(self, h: Handle | str) -> None:
+        """Abort the running turn (its inbox items go back), or cancel a pending request.
+
+        The handle ends ``idle`` and waiters get ``status="interrupted"``; never a kill.
+        """
+        handle = self._get(h)
+        parent = self._parent(handle)
+        cancelled_request: str | None = None
+        turn: Turn | None = None
+        with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock:
+            record = handle.record
+            if record.state == RUNNING:
+                turn, handle.turn = handle.turn, None
+                record.inbox, record.taken = record.taken + record.inbox, []
+                handle.move(IDLE)
+                handle.publish(_interrupted(record))
+            elif record.queued and parent is not None:
+                record.queued = False
+                parent.record.wake_queue.remove(record.id)
+                handle.publish(_interrupted(record))
+            elif record.state == SUSPENDED and record.pending is not None:
+                cancelled_request = record.pending.id
+        if turn is not None:
+            turn.scope.cancel()
+            self._release_slot(handle)
+            for child in self._task_children(handle, turn.serial):
+                self.interrupt(child)
+        if cancelled_request is not None:
+            self._cancel_request(cancelled_request)
+
+    def _task_children(self, handle: Handle, serial: int) -> list[Handle]:
+        with handle.task_lock:
+            ids = [child_id for turn_serial, child_id in handle.record.task_keys.values() if turn_serial == serial]
+        return [self._handles[child_id] for child_id in ids]
+
+    def _cancel_request(self, request_id: str) -> None:
+        """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
+        with self._table_lock:
+            self._pending.pop(request_id, None)
+            handles = list(self._handles.values())
+        for handle in handles:
+            with handle.lock:
+                record = handle.record
+                if record.state != SUSPENDED or record.pending is None or record.pending.id != request_id:
+                    continue
+                record.pending = record.checkpoint = record.pending_input = None
+                record.inbox, record.taken = record.taken + record.inbox, []
+                handle.move(IDLE)
+                handle.publish(_interrupted(record))
+
+    def resume(self, answer: Answer) -> None:
+        """Route ``answer`` to the deepest handle suspended on its request; that handle
+        continues from its checkpoint and each parent above it replays its turn.
+
+        Raises:
+            UnknownRequest: no handle is suspended on a request with ``answer.id``.
+        """
+        self._resume_chain(answer, top=None)
+
+    def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
+        with self._table_lock:
+            origin_id = self._pending.pop(answer.id, None)
+        if origin_id is None:
+            raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
+        chain = self._suspended_chain(self._handles[origin_id], answer.id, top)
+        jobs = []
+        for position, handle in enumerate(chain):
+            parent = self._parent(handle)
+            assert parent is not None
+            with parent.lock, handle.lock:
+                record = handle.record
+                if record.state != SUSPENDED or record.pending is None or record.pending.id != answer.id:
+                    continue
+                turn = Turn(serial=record.turn_serial, input=record.pending_input or "")
+                if position == 0:
+                    turn.resume = (record.checkpoint or [], record.pending, answer)
+                record.pending = record.checkpoint = record.pending_input = None
+                parent.record.running_children += 1
+                jobs.append(self._begin(handle, turn))
+        for job in jobs:
+            _jobs.submit(self._executor, job)
+
+    def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
+        chain = [origin]
+        current = origin
+        while current is not top:
+            parent = self._parent(current)
+            if parent is None or parent is self.root:
+                break
+            with parent.lock:
+                waiting = parent.record.state == SUSPENDED and parent.record.pending is not None and parent.record.pending.id == request_id
+            if not waiting:
+                break
+            chain.append(parent)
+            current = parent
+        return chain
+
+    def close(self, h: Handle | str, force: bool = False) -> None:
+        """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
+        ``shutdown_ms`` to finish (none with ``force``), then is interrupted. Closing the
+        root also ends every thread of the runtime."""
+        handle = self._get(h)
+        deadline = self._clock() + self._shutdown_s
+        self._close_tree(handle, "closed", deadline, force)
+        if handle is self.root:
+            self._stop_workers(deadline)
+
+    def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
+        with handle.lock:
+            if handle.record.state == CLOSED:
+                return
+            handle.record.closing = True
+            children = [self._handles[child_id] for child_id in handle.record.children]
+        for child in children:
+            self._close_tree(child, "parent closed", deadline, force)
+        if not force:
+            with handle.lock:
+                handle.changed.wait_for(lambda: not handle.busy, timeout=max(0.0, deadline - self._clock()))
+        self.interrupt(handle)
+        with handle.lock:
+            if handle.record.state == CLOSED:
+                return
+            handle.move(CLOSED)
+        self._event("close", handle.id, reason=reason)
+        if handle.definition is not None:
+            self._call_user(handle.definition.on_close, handle, reason)
+
+    def _stop_workers(self, deadline: float) -> None:
+        executor = self._executor
+        executor.shutdown(wait=False, cancel_futures=True)
+        for thread in list(getattr(executor, "_threads", ())):
+            thread.join(timeout=max(0.0, deadline - self._clock()))
+            if thread.is_alive():
+                log.warning("toolnexus worker %s is still busy after close (a tool that ignores ctx.cancelled?)", thread.name)
+        if self._engine.transport is not None:
+            self._engine.transport.close()
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _get(self, h: Handle | str) -> Handle:
+        handle_id = h.id if isinstance(h, Handle) else h
+        with self._table_lock:
+            handle = self._handles.get(handle_id)
+        if handle is None:
+            raise UnknownHandle(f"no handle {handle_id!r}")
+        return handle
+
+    def _parent(self, handle: Handle) -> Handle | None:
+        parent_id = handle.record.parent
+        return self._handles[parent_id] if parent_id is not None else None
+
+    def _lineage(self, handle: Handle) -> Iterator[Handle]:
+        """The handle, then each ancestor up to the root."""
+        current: Handle | None = handle
+        while current is not None:
+            yield current
+            current = self._parent(current)
+
+    def _walk(self, handle: Handle) -> Iterator[Handle]:
+        yield handle
+        with handle.lock:
+            children = list(handle.record.children)
+        for child_id in children:
+            yield from self._walk(self._handles[child_id])
+
+    def _event(self, kind: str, handle_id: str, **fields: Any) -> None:
+        with self._table_lock:
+            self._events.append({"event": kind, "handle": handle_id, **fields})
+
+    @staticmethod
+    def _call_user(callback: Callable[..., Any] | None, *args: Any) -> None:
+        if callback is None:
+            return
+        try:
+            callback(*args)
+        except Exception:
+            log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)
+
+
+def _ancestry(handle_id: str) -> set[str]:
+    parts = handle_id.split("/")
+    return {"/".join(parts[: i + 1]) for i in range(len(parts))}
+
+
+def _stamp_path(request: Request, handle_id: str) -> Request:
+    data = dict(request.data or {})
+    if "path" in data:
+        return request  # relayed: the deepest handle stamped it already
+    data["path"] = handle_id.split("/")
+    return attrs.evolve(request, data=data)
+
+
+def _runnable(handle: Handle) -> bool:
+    turn = handle.turn
+    return turn is not None and turn.job is not None and not turn.job.claimed
+
+
+def _interrupted(record: HandleRecord) -> AgentResult:
+    return AgentResult(text="interrupted", status="interrupted", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def _closed_result(record: HandleRecord) -> AgentResult:
+    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)

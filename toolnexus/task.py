@@ -1,0 +1,67 @@
+"""The model-facing ``task`` tool and ``agent_tool``: delegation as an ordinary tool call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .data import AgentResult, ToolResult
+from .tools import Tool, ToolContext, failure
+
+if TYPE_CHECKING:
+    from .handle import Handle
+    from .runtime import Runtime
+
+TASK_DESCRIPTION = "Delegate a subtask to an isolated subagent."
+
+TASK_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "agent": {"type": "string", "description": "Team agent to delegate to"},
+        "prompt": {"type": "string", "description": "The subtask prompt"},
+    },
+    "required": ["agent", "prompt"],
+}
+
+
+def task_description(team: dict[str, str]) -> str:
+    """The description the model sees: the caller's own team only, sorted by name."""
+    listing = "; ".join(f"{name}: {does}" for name, does in sorted(team.items()))
+    return f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer. Available agents — {listing}"
+
+
+def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
+    """The ``task`` tool for one turn (``serial``) of ``parent``."""
+    team = {name: rt.definition(name).does for name in parent.definition.team_names}
+
+    def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        agent, prompt = args.get("agent"), args.get("prompt")
+        if not isinstance(agent, str) or not agent or not isinstance(prompt, str):
+            return failure("invalid arguments: task needs a string 'agent' and a string 'prompt'")
+        if agent not in team:
+            return failure(f"{agent!r} is not in this agent's team; the team is: {', '.join(sorted(team))}")
+        return rt.delegate(parent, serial, agent, prompt, ctx)
+
+    return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent")
+
+
+def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
+    """A settled child's result as one tool message: its text, prefixed unless ``done``."""
+    metadata = {"agent": name, "turns": result.turns, "total_tokens": result.total_tokens}
+    if result.status == "pending" and result.pending is not None:
+        return ToolResult(output=result.pending.prompt, is_error=True, metadata={**metadata, "pending": result.pending})
+    text = result.text if result.status == "done" else f"[{result.status}] {result.text}"
+    return ToolResult(output=text, is_error=result.is_error, metadata=metadata)
+
+
+def agent_tool(rt: Runtime, name: str) -> Tool:
+    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close."""
+    definition = rt.definition(name)
+
+    def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        prompt = args.get("prompt")
+        if not isinstance(prompt, str):
+            return failure("invalid arguments: a string 'prompt' is required")
+        return result_as_tool_output(name, rt.run_agent(name, prompt))
+
+    schema = {"type": "object", "properties": {"prompt": {"type": "string", "description": "What to do"}}, "required": ["prompt"]}
+    return Tool(name, definition.does, schema, execute, source="agent")
