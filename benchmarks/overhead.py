@@ -35,7 +35,7 @@ if str(HERE) not in sys.path:  # also works as ``python -m benchmarks.overhead``
 if importlib.util.find_spec("toolnexus") is None:  # not installed: benchmark the checkout itself
     sys.path.insert(1, str(HERE.parent))
 
-from _llm_server import ScriptedLLMServer  # noqa: E402
+from toolnexus.testing import ScriptedLLMServer  # noqa: E402
 
 MODEL = "bench"
 API_KEY = "sk-bench"

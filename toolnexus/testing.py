@@ -1,6 +1,6 @@
-"""A scripted, local OpenAI-compatible chat-completions server (standard library only).
+"""Test helpers: a scripted local OpenAI-compatible server and a scripted in-process model.
 
-Used by the benchmarks and usable from tests::
+Standard library only. For tests, examples and benchmarks::
 
     with ScriptedLLMServer() as server:          # two_turn_responder() by default
         client = Client(base_url=server.base_url, model="m")
@@ -28,7 +28,7 @@ Responder = Callable[[dict[str, Any]], dict[str, Any]]
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 STALL_LIMIT_S = 30.0
 
-__all__ = ["ScriptedLLMServer", "two_turn_responder", "completion", "USAGE"]
+__all__ = ["ScriptedLLMServer", "ScriptedModel", "two_turn_responder", "completion", "tool_messages", "last_user_text", "USAGE"]
 
 
 def completion(
@@ -224,13 +224,9 @@ class ScriptedLLMServer:
             return 500, _error(f"responder failed: {type(exc).__name__}: {exc}", "server_error")
 
     def _wait_for_stall(self) -> None:
-        """Block until ``stall_until`` is set, 30 s pass, or the server is closing."""
-        event = self.stall_until
-        if event is None:
-            return
-        deadline = time.monotonic() + STALL_LIMIT_S
-        while not event.wait(0.05) and not self._closing.is_set() and time.monotonic() < deadline:
-            pass
+        """Block until ``stall_until`` is set (``close`` sets it) or 30 s pass."""
+        if self.stall_until is not None:
+            self.stall_until.wait(STALL_LIMIT_S)
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop serving, drop open keep-alive connections and join the serving thread."""
@@ -238,6 +234,8 @@ class ScriptedLLMServer:
             return
         self._closed = True
         self._closing.set()
+        if self.stall_until is not None:
+            self.stall_until.set()  # release handlers held in a stall
         self._httpd.shutdown()
         self._httpd.server_close()
         with self._lock:
@@ -254,3 +252,63 @@ class ScriptedLLMServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+Step = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class ScriptedModel:
+    """An in-process model (``generate=``) scripted per model name, for tests and demos.
+
+    ``scripts`` maps a model name to a list of steps (the n-th call of that model gets
+    the n-th step; the last step repeats) or to a single callable. A step is a reply dict
+    (``{"content": ...}`` or ``{"tool_calls": [...]}``) or a callable taking the request.
+    ``usage`` is added to every reply that has none. ``calls`` counts calls per model and
+    ``peak_concurrency`` is the most calls seen in flight at once.
+    """
+
+    def __init__(self, scripts: dict[str, list[Step] | Step], *, usage: dict[str, int] | None = None) -> None:
+        self._scripts = scripts
+        self._usage = usage
+        self._lock = threading.Lock()  # guards: calls, _active, peak_concurrency, requests
+        self.calls: dict[str, int] = {}
+        self.requests: list[dict[str, Any]] = []
+        self._active = 0
+        self.peak_concurrency = 0
+
+    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+        model = request["model"]
+        with self._lock:
+            index = self.calls.get(model, 0)
+            self.calls[model] = index + 1
+            self.requests.append(request)
+            self._active += 1
+            self.peak_concurrency = max(self.peak_concurrency, self._active)
+        try:
+            reply = self._step(model, index)
+            reply = reply(request) if callable(reply) else reply
+        finally:
+            with self._lock:
+                self._active -= 1
+        if self._usage is not None and "usage" not in reply:
+            reply = {**reply, "usage": dict(self._usage)}
+        return reply
+
+    def _step(self, model: str, index: int) -> Step:
+        script = self._scripts.get(model)
+        if script is None:
+            raise LookupError(f"no script for model {model!r}")
+        if callable(script) or isinstance(script, dict):
+            return script
+        return script[min(index, len(script) - 1)]
+
+
+def tool_messages(request: dict[str, Any]) -> list[str]:
+    """The contents of the tool messages in an in-process model request, in order."""
+    return [str(m.get("content") or "") for m in request["messages"] if m.get("role") == "tool"]
+
+
+def last_user_text(request: dict[str, Any]) -> str:
+    """The text of the last user message in an in-process model request."""
+    users = [m for m in request["messages"] if m.get("role") == "user"]
+    return _text_of(users[-1].get("content")) if users else ""
