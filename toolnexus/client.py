@@ -11,9 +11,7 @@ import os
 import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable
-
-import requests
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import loop
 from .data import Answer, Request, RunResult
@@ -23,7 +21,9 @@ from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore
 from .styles import get_style
 from .toolkit import Toolkit
-from .transport import Transport
+
+if TYPE_CHECKING:
+    import requests
 
 _REFUSED_PARAMS = ("messages", "tools", "stream")
 _TOOL_WORKERS = 8
@@ -63,6 +63,8 @@ def build_engine(
     wire = get_style("openai" if generate is not None else style)
     transport = None
     if generate is None:
+        from .transport import Transport  # the HTTP stack loads only when it is used
+
         assert base_url is not None
         transport = Transport(
             url=wire.endpoint(base_url),

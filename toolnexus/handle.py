@@ -14,7 +14,7 @@ import attrs
 
 from ._jobs import Job
 from .data import AgentResult, Budget, HandleView, Request
-from .transport import CancelScope
+from ._cancel import CancelScope
 
 IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
 ARROW = "\u2192"

@@ -13,7 +13,7 @@ import logging
 import time
 from concurrent.futures import Executor
 from types import ModuleType
-from typing import Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 import attrs
 
@@ -23,7 +23,10 @@ from .errors import Cancelled, LLMError, UnknownRequest, WireError
 from .styles import openai as openai_style
 from .toolkit import Toolkit
 from .tools import ToolContext
-from .transport import CancelScope, Transport
+from ._cancel import CancelScope
+
+if TYPE_CHECKING:
+    from .transport import Transport
 
 log = logging.getLogger("toolnexus")
 

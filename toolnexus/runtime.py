@@ -13,10 +13,9 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import attrs
-import requests
 
 from . import _jobs, budget as budgets, loop
 from .agent import AgentDef, normalize_registry
@@ -30,6 +29,9 @@ from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .toolkit import Toolkit
 from .tools import Tool, ToolContext, failure
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger("toolnexus")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import socket
 import threading
 from typing import Any, Callable, ContextManager
 
@@ -18,58 +17,13 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from ._cancel import CancelScope, current_scope, set_current_scope
 from .errors import Cancelled, LLMError, LLMTimeout
 
 log = logging.getLogger("toolnexus")
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 _EXCERPT = 300
-_local = threading.local()
-
-
-class CancelScope:
-    """A cancellable run: an event plus the sockets of its in-flight model calls.
-
-    ``cancel()`` sets the event and shuts those sockets down, so a thread blocked reading
-    a stalled reply wakes at once instead of finishing in the background.
-    """
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self._lock = threading.Lock()  # guards: _connections; never held across I/O waits
-        self._connections: list[Any] = []
-
-    @property
-    def cancelled(self) -> bool:
-        return self.event.is_set()
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.event.set()
-            connections = list(self._connections)
-        for conn in connections:
-            _shutdown(conn)
-
-    def attach(self, conn: Any) -> None:
-        with self._lock:
-            self._connections.append(conn)
-            cancelled = self.event.is_set()
-        if cancelled:
-            _shutdown(conn)
-
-    def detach_all(self) -> None:
-        with self._lock:
-            self._connections.clear()
-
-
-def _shutdown(conn: Any) -> None:
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 class _TrackedConnections:
@@ -77,7 +31,7 @@ class _TrackedConnections:
 
     def _get_conn(self, timeout: float | None = None) -> Any:
         conn = super()._get_conn(timeout)  # type: ignore[misc]
-        scope = getattr(_local, "scope", None)
+        scope = current_scope()
         if scope is not None:
             scope.attach(conn)
         return conn
@@ -146,19 +100,24 @@ class Transport:
             session.mount("http://", adapter)
             session.mount("https://", adapter)
         self._session = session
+        # Our own session has no hooks, cookies or redirects to honour, so its adapter is
+        # called directly; a host's session goes through Session.send and keeps all three.
+        self._adapter = session.get_adapter(url) if self._owns_session else None
         all_headers = {"Content-Type": "application/json", **headers}
         # Resolved once: the prepared template (session headers and auth merged) and the
         # environment's proxy / CA / cert settings for this URL.
         self._template = session.prepare_request(requests.Request("POST", url, headers=all_headers))
         settings = session.merge_environment_settings(url, {}, None, None, None)
-        self._send_kwargs = {
+        self._send_kwargs: dict[str, Any] = {
             "proxies": settings["proxies"],
-            "verify": settings["verify"],
+            # A CA bundle only matters for https; for http it would cost a stat per call.
+            "verify": settings["verify"] if url.lower().startswith("https:") else True,
             "cert": settings["cert"],
             "stream": False,
-            "allow_redirects": False,
             "timeout": self._timeout,
         }
+        if not self._owns_session:
+            self._send_kwargs["allow_redirects"] = False
 
     def __repr__(self) -> str:
         return f"Transport(url={self.url!r})"
@@ -217,40 +176,51 @@ class Transport:
         prepared.headers["Content-Length"] = str(len(payload))
         if scope is not None and scope.cancelled:
             raise Cancelled("interrupted before the model call")
-        _local.scope = scope
+        set_current_scope(scope)
         try:
             if gate is not None:
                 with gate:
-                    response = self._session.send(prepared, **self._send_kwargs)
+                    response = self._send(prepared)
             else:
-                response = self._session.send(prepared, **self._send_kwargs)
+                response = self._send(prepared)
         except requests.Timeout as exc:
-            raise LLMTimeout(f"model call timed out after {self._timeout}s", status=None) from exc
+            limit = f" after {self._timeout}s" if self._timeout else ""
+            raise LLMTimeout(f"model call timed out{limit}", status=None) from exc
         except requests.RequestException as exc:
             if scope is not None and scope.cancelled:
                 raise Cancelled("interrupted during the model call") from exc
             message = self._scrub(f"connection to the model endpoint failed: {type(exc).__name__}")
             return None, None, LLMError(message, status=None, body_excerpt=self._scrub(str(exc))[:_EXCERPT])
         finally:
-            _local.scope = None
+            set_current_scope(None)
             if scope is not None:
                 scope.detach_all()
         if scope is not None and scope.cancelled:
             raise Cancelled("interrupted during the model call")
         return self._decode(response)
 
+    def _send(self, prepared: requests.PreparedRequest) -> requests.Response:
+        if self._adapter is not None:
+            return self._adapter.send(prepared, **self._send_kwargs)
+        return self._session.send(prepared, **self._send_kwargs)
+
     def _decode(self, response: requests.Response) -> tuple[int | None, Any, LLMError | None]:
         status = response.status_code
-        excerpt = self._scrub(response.text[:_EXCERPT])
-        if not 200 <= status < 300:
-            error = LLMError(f"model endpoint answered HTTP {status}: {excerpt}", status=status, body_excerpt=excerpt)
-            return status, response, error
-        try:
-            return status, response.json(), None
-        except ValueError:
-            # Not in RETRYABLE_STATUSES, so this is final unless on_error says otherwise.
-            error = LLMError(f"model endpoint answered non-JSON (HTTP {status}): {excerpt}", status=status, body_excerpt=excerpt)
-            return status, None, error
+        content = response.content
+        if 200 <= status < 300:
+            try:
+                return status, json.loads(content), None
+            except ValueError:
+                # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
+                excerpt = self._excerpt(content)
+                error = LLMError(f"model endpoint answered non-JSON (HTTP {status}): {excerpt}", status=status, body_excerpt=excerpt)
+                return status, None, error
+        excerpt = self._excerpt(content)
+        error = LLMError(f"model endpoint answered HTTP {status}: {excerpt}", status=status, body_excerpt=excerpt)
+        return status, response, error
+
+    def _excerpt(self, content: bytes | None) -> str:
+        return self._scrub((content or b"")[: _EXCERPT * 4].decode("utf-8", "replace"))[:_EXCERPT]
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
