@@ -271,14 +271,31 @@ class Runtime:
         return turn.job
 
     def _run_turn(self, handle: Handle, turn: Turn) -> None:
+        started = time.perf_counter()
+        error: str | None = None
         try:
             result, run = self._execute_turn(handle, turn)
         except Cancelled:
             return  # interrupted: the interrupt already published the outcome
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
-            result, run = self._error_result(handle, turn, exc), None
+            result, run, error = self._error_result(handle, turn, exc), None, type(exc).__name__
         self._settle(handle, turn, result, run)
+        self._emit_run(handle, result, run, started, error)
+
+    def _emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
+        event: dict[str, Any] = {
+            "event": "run",
+            "model": run.model if run is not None else self._model_of(handle.definition),
+            "turns": result.turns,
+            "tool_calls": run.tool_call_count if run is not None else 0,
+            "total_tokens": result.total_tokens,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+            "handle": handle.id,
+        }
+        if error is not None:
+            event["error"] = error
+        self._emitter(handle.definition)(event)
 
     def _execute_turn(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         definition = handle.definition
@@ -312,9 +329,8 @@ class Runtime:
 
     def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
         definition = handle.definition
-        model = self._model if definition.model in ("inherit", "", None) else definition.model
         return RunSpec(
-            model=model,
+            model=self._model_of(definition),
             system=definition.soul or None,
             max_turns=budgets.max_turns(handle.record.budget),
             hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
@@ -327,6 +343,9 @@ class Runtime:
             on_usage=lambda usage: self._charge_tokens(handle, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
         )
+
+    def _model_of(self, definition: AgentDef) -> str:
+        return self._model if definition.model in ("inherit", "", None) else definition.model
 
     def _emitter(self, definition: AgentDef) -> Callable[[dict[str, Any]], None]:
         with self._table_lock:
