@@ -8,6 +8,7 @@ cancellation). ``start`` and ``resume`` drive a run to one of its three outcomes
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -165,7 +166,7 @@ def _last_tool_turn(style: ModuleType, messages: list[dict[str, Any]]) -> tuple[
 
 
 def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
-    tools = engine.style.tools_payload(toolkit) if engine.generate is None else toolkit.to_openai()
+    tools = engine.style.tools_payload(toolkit) if engine.generate is None else toolkit.schemas("openai")
     while True:
         limit = _limit_reached(spec, state)
         if limit is not None:
@@ -216,7 +217,7 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
 def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]]) -> ModelReply:
     turn = state.turns + 1
     if spec.hooks.before_llm is not None:
-        change = spec.hooks.before_llm(messages=state.messages, tools=tools, model=spec.model, turn=turn)
+        change = spec.hooks.before_llm(messages=state.messages, tools=copy.deepcopy(tools), model=spec.model, turn=turn)
         if isinstance(change, dict):
             if "messages" in change:
                 state.messages = list(change["messages"])
@@ -253,7 +254,8 @@ def _fetch(engine: Engine, spec: RunSpec, messages: list[dict[str, Any]], tools:
 
 
 def _generate(generate: Callable[[dict[str, Any]], Any], spec: RunSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-    request = openai_style.generate_request(spec.model, messages, tools)
+    # A snapshot of the transcript: the model may keep the request after the run goes on.
+    request = openai_style.generate_request(spec.model, list(messages), tools)
     try:
         if spec.gate is not None:
             with spec.gate:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, Iterable
 
@@ -16,6 +17,7 @@ class Toolkit:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._schemas: dict[str, list[dict[str, Any]]] = {}  # per wire style, built once
         for item in tools:
             self.register(item)
 
@@ -24,6 +26,7 @@ class Toolkit:
         if tool.name in self._tools:
             return False
         self._tools[tool.name] = tool
+        self._schemas = {}
         return True
 
     def tools(self) -> list[Tool]:
@@ -64,10 +67,20 @@ class Toolkit:
         return ToolResult(output=f"tool {found.name} returned {type(value).__name__}, not str or ToolResult", is_error=True)
 
     def to_openai(self) -> list[dict[str, Any]]:
-        return [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
-            for t in self._tools.values()
-        ]
+        return copy.deepcopy(self.schemas("openai"))
 
     def to_anthropic(self) -> list[dict[str, Any]]:
-        return [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in self._tools.values()]
+        return copy.deepcopy(self.schemas("anthropic"))
+
+    def schemas(self, style: str) -> list[dict[str, Any]]:
+        """The tool list in ``style``'s wire shape, built once per toolkit (do not mutate)."""
+        cached = self._schemas.get(style)
+        if cached is None:
+            cached = self._schemas[style] = [_schema_for(style, t) for t in self._tools.values()]
+        return cached
+
+
+def _schema_for(style: str, tool: Tool) -> dict[str, Any]:
+    if style == "anthropic":
+        return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}}

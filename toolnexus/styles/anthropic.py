@@ -36,7 +36,7 @@ def user_message(text: str) -> dict[str, Any]:
 
 
 def tools_payload(toolkit: Toolkit) -> list[dict[str, Any]]:
-    return toolkit.to_anthropic()
+    return toolkit.schemas("anthropic")
 
 
 def build_body(

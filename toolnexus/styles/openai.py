@@ -30,7 +30,7 @@ def user_message(text: str) -> dict[str, Any]:
 
 
 def tools_payload(toolkit: Toolkit) -> list[dict[str, Any]]:
-    return toolkit.to_openai()
+    return toolkit.schemas("openai")
 
 
 def build_body(
