@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 _REFUSED_PARAMS = ("messages", "tools", "stream")
 _TOOL_WORKERS = 8
+_POOL_SIZE = 32  # kept-alive connections: one client is often shared by many threads
 
 
 def default_api_key(style: str, base_url: str | None) -> str | None:
@@ -129,6 +130,7 @@ class Client:
             on_error=on_error,
             request_params=request_params,
             executor=self._tool_executor,
+            pool_size=_POOL_SIZE,
         )
         self._metrics = Metrics()
         self._spec = RunSpec(

@@ -137,7 +137,12 @@ class Transport:
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         attempt = 0
         while True:
-            status, reply, error = self._attempt(payload, scope, gate)
+            try:
+                status, reply, error = self._attempt(payload, scope, gate)
+            except LLMTimeout as timeout:
+                if self._on_error is not None:  # observed, but a timeout is never retried
+                    self._ask_on_error(timeout, None, attempt, False)
+                raise
             if error is None:
                 return reply
             retryable = status is None or status in RETRYABLE_STATUSES
