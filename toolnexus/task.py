@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .data import AgentResult, ToolResult
+from .errors import SpawnError
 from .tools import Tool, ToolContext, failure
 
 if TYPE_CHECKING:
@@ -29,16 +30,27 @@ def task_description(team: dict[str, str]) -> str:
     return f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer. Available agents — {listing}"
 
 
+def _does(rt: Runtime, name: str) -> str | None:
+    try:
+        return rt.definition(name).does
+    except SpawnError:
+        return None
+
+
 def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
     """The ``task`` tool for one turn (``serial``) of ``parent``."""
-    team = {name: rt.definition(name).does for name in parent.definition.team_names}
+    members = parent.definition.team_names
+    # A team name missing from the registry is still a member: calling it gives an
+    # ``unknown agent`` error result (from spawn), not a failed turn.
+    known = {name: _does(rt, name) for name in members}
+    team = {name: does for name, does in known.items() if does is not None}
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         agent, prompt = args.get("agent"), args.get("prompt")
         if not isinstance(agent, str) or not agent or not isinstance(prompt, str):
             return failure("invalid arguments: task needs a string 'agent' and a string 'prompt'")
-        if agent not in team:
-            return failure(f"{agent!r} is not in this agent's team; the team is: {', '.join(sorted(team))}")
+        if agent not in members:
+            return failure(f"{agent!r} is not in this agent's team; the team is: {', '.join(sorted(members))}")
         return rt.delegate(parent, serial, agent, prompt, ctx)
 
     return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent")
