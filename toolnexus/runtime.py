@@ -363,8 +363,10 @@ class Runtime:
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
-        if not pending and run is not None and handle.turn is turn:
-            self._store.save(handle.id, run.messages)
+        if not pending and handle.turn is turn:
+            self._retire_task_children(handle, turn.serial)
+            if run is not None:
+                self._store.save(handle.id, run.messages)
         with handle.lock:
             if handle.turn is not turn:
                 return  # interrupted meanwhile; the interrupt published already
@@ -384,6 +386,15 @@ class Runtime:
                 handle.move(IDLE)
             handle.publish(result)
         self._release_slot(handle)
+
+    def _retire_task_children(self, handle: Handle, serial: int) -> None:
+        """A finished turn leaves no delegated child waiting: a child still suspended
+        (its request was declined upstream) has its request cancelled and is closed."""
+        for child in self._task_children(handle, serial):
+            with child.lock:
+                waiting = child.record.state == SUSPENDED
+            if waiting:
+                self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=True)
 
     def _release_slot(self, handle: Handle) -> None:
         """Give the finished turn's slot to the next queued sibling, if any."""
