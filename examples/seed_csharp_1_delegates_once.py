@@ -1,0 +1,59 @@
+"""Seed (C#) example 1: the smallest useful call -- the model delegates, once.
+
+``coordinator`` has a non-empty team, so the runtime gives it a ``task`` tool. Its model
+delegates "find the treasure" to ``explorer`` and, once a tool result is in the
+transcript, answers "coordinator says: <the last tool result>". The model is a local
+scripted OpenAI-compatible HTTP server, so the real HTTP path is used.
+"""
+
+from __future__ import annotations
+
+import json
+
+from toolnexus import AgentDef, Runtime
+from toolnexus.testing import ScriptedLLMServer, completion
+
+
+def text(body, content):
+    reply = completion(body, {"role": "assistant", "content": content}, "stop")
+    return {**reply, "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+
+
+def tool_call(body, call_id, name, args):
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    return completion(body, {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
+
+
+def last_tool_content(body):
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"] or ""
+
+
+def respond(body):
+    # One mock for every agent, as in the seed: the explorer gets it too, so its own stray
+    # `task` call (it has no team, hence no such tool) comes back as a tool error it reports.
+    if any(m["role"] == "tool" for m in body["messages"]):
+        return text(body, f"coordinator says: {last_tool_content(body)}")
+    return tool_call(body, "t1", "task", {"agent": "explorer", "prompt": "find the treasure"})
+
+
+def main() -> None:
+    registry = {
+        # A non-empty team => the runtime registers `task` for this agent.
+        "coordinator": AgentDef("coordinator", "delegates exploration", team=["explorer"]),
+        "explorer": AgentDef("explorer", "explores and reports back"),
+    }
+    with ScriptedLLMServer(respond) as server:
+        rt = Runtime(registry, base_url=server.base_url, api_key="test-key", style="openai", model="mock")
+        h = rt.spawn(rt.root, "coordinator")
+        rt.wake(h, "find the treasure via the team")
+        result = rt.wait(h)
+
+        assert result.status == "done", result.status
+        assert "coordinator says:" in result.text, result.text
+
+        rt.close(rt.root)
+    print(f"ok: {result.text}")
+
+
+if __name__ == "__main__":
+    main()
