@@ -88,6 +88,7 @@ class Turn:
     resume: tuple[list[dict[str, Any]], Request, Any] | None = None
     started: float = 0.0
     tokens_before: int = 0
+    settling: bool = False
 
 
 class Handle:

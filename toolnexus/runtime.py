@@ -363,13 +363,15 @@ class Runtime:
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
-        if not pending and handle.turn is turn:
+        with handle.lock:
+            if handle.turn is not turn:
+                return  # interrupted meanwhile; the interrupt published already
+            turn.settling = True  # from here an interrupt waits for the outcome instead
+        if not pending:
             self._retire_task_children(handle, turn.serial)
             if run is not None:
                 self._store.save(handle.id, run.messages)
         with handle.lock:
-            if handle.turn is not turn:
-                return  # interrupted meanwhile; the interrupt published already
             handle.turn = None
             record = handle.record
             if pending:
@@ -546,9 +548,12 @@ class Runtime:
         parent = self._parent(handle)
         cancelled_request: str | None = None
         turn: Turn | None = None
+        settling: Turn | None = None
         with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock:
             record = handle.record
-            if record.state == RUNNING:
+            if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
+                settling = handle.turn  # finished already: its outcome stands
+            elif record.state == RUNNING:
                 turn, handle.turn = handle.turn, None
                 record.inbox, record.taken = record.taken + record.inbox, []
                 handle.move(IDLE)
@@ -559,6 +564,9 @@ class Runtime:
                 handle.publish(_interrupted(record))
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
+        if settling is not None:
+            with handle.lock:
+                handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._shutdown_s)
         if turn is not None:
             turn.scope.cancel()
             self._release_slot(handle)
