@@ -1,0 +1,349 @@
+"""The ``toolnexus`` command: demo, run TEAM.toml, --version; and the example scripts."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import toolnexus
+from toolnexus import AgentDef, Runtime
+from toolnexus.cli import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
+from toolnexus.data import HandleView, make_request
+from toolnexus.testing import ScriptedLLMServer, completion
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+TIMEOUT = 60
+
+
+def toolnexus_cmd(*args: str, input: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "toolnexus", *args],
+        input=input if input is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=cwd,
+    )
+
+
+# --- demo ----------------------------------------------------------------------------------
+
+
+def test_demo_yes_piped_shows_tree_and_final_text() -> None:
+    proc = toolnexus_cmd("demo", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "\x1b" not in out  # piped: plain lines, no escape codes
+    assert "root/coordinator.1" in out
+    assert re.search(r"root/coordinator\.1/researcher\.\d", out)
+    assert re.search(r"root/coordinator\.1/writer\.\d", out)
+    assert "Approve? [y/n] y" in out
+    assert "Launch note ready." in out and "published 'toolnexus 0.1 is out'" in out
+    assert "not published" not in out
+    assert "total tokens: 1050" in out
+    final_tree = out.split("final tree:")[1]
+    assert "root/coordinator.1" in final_tree and "closed" in final_tree
+    # the live tree: several different snapshots (a suspended writer among them)
+    assert "suspended" in out.split("Approve?")[0]
+    assert out.count("root/coordinator.1 ") >= 3
+
+
+def test_demo_no_declines() -> None:
+    proc = toolnexus_cmd("demo", "--no", "--delay", "0.02")
+    assert proc.returncode == 0, proc.stderr
+    assert "Approve? [y/n] n" in proc.stdout
+    assert "not published (declined:" in proc.stdout
+
+
+@pytest.mark.parametrize(("stdin", "published"), [("y\n", True), ("no\n", False), ("", False)])
+def test_demo_reads_the_answer_from_piped_stdin(stdin: str, published: bool) -> None:
+    proc = toolnexus_cmd("demo", "--delay", "0.02", input=stdin)
+    assert proc.returncode == 0, proc.stderr
+    assert ("Draft written and published" in proc.stdout) is published
+    if not stdin:
+        assert "(no answer: declined)" in proc.stdout
+
+
+def test_version() -> None:
+    proc = toolnexus_cmd("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"toolnexus {toolnexus.__version__}"
+
+
+def test_no_command_prints_usage() -> None:
+    proc = toolnexus_cmd()
+    assert proc.returncode == 2
+    assert "usage: toolnexus" in proc.stderr and "demo" in proc.stderr
+
+
+# --- run TEAM.toml ---------------------------------------------------------------------------
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def team_responder(body: dict[str, Any]) -> dict[str, Any]:
+    """Coordinator (has ``task``): delegate twice, then combine; others: one line of notes."""
+    tools = [t["function"]["name"] for t in body.get("tools", [])]
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if "task" in tools and not results:
+        calls = [_call("c1", "task", {"agent": "researcher", "prompt": "facts"}), _call("c2", "task", {"agent": "writer", "prompt": "prose"})]
+        return completion(body, {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls")
+    if results:
+        return completion(body, {"role": "assistant", "content": "final: " + " | ".join(results)}, "stop")
+    return completion(body, {"role": "assistant", "content": "notes on " + body["messages"][-1]["content"]}, "stop")
+
+
+TEAM_TOML = """\
+entry = "coordinator"
+
+[connection]
+base_url = "{base_url}"
+model = "file-model"
+
+[agents.coordinator]
+does = "Coordinates"
+soul = "You coordinate."
+team = ["researcher", "writer"]
+
+[agents.coordinator.budget]
+max_tokens = 1000
+
+[agents.researcher]
+does = "Researches"
+
+[agents.writer]
+does = "Writes"
+model = "writer-model"
+"""
+
+
+@pytest.fixture
+def server() -> Any:
+    with ScriptedLLMServer(team_responder) as srv:
+        yield srv
+
+
+def test_run_team_file_against_a_local_server(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(TEAM_TOML.format(base_url=server.base_url))
+    proc = toolnexus_cmd("run", str(team), "hello")
+    assert proc.returncode == 0, proc.stderr
+    assert "final: notes on facts | notes on prose" in proc.stdout
+    assert re.search(r"root/coordinator\.1/researcher\.\d", proc.stdout)
+    assert "total tokens: 60" in proc.stdout
+    assert server.requests_seen == 4
+
+
+def test_run_json_prints_the_agent_result(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(TEAM_TOML.format(base_url="http://127.0.0.1:9/unused"))
+    proc = toolnexus_cmd("run", str(team), "hello", "--json", "--base-url", server.base_url, "--model", "flag-model")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "done"
+    assert result["text"] == "final: notes on facts | notes on prose"
+    assert result["handle_id"] == "root/coordinator.1"
+    assert "root/coordinator.1" in proc.stderr  # the tree goes to stderr with --json
+    assert server.last_body is not None and server.last_body["model"] == "flag-model"
+
+
+def test_the_sample_team_file_runs(server: ScriptedLLMServer) -> None:
+    proc = toolnexus_cmd("run", str(EXAMPLES / "team.toml"), "a note about threads", "--json", "--base-url", server.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "done"
+
+
+APPROVAL_TOOLS = '''
+from toolnexus import ToolContext, make_request, suspend, tool
+
+@tool
+def deploy(service: str, ctx: ToolContext):
+    """Deploy a service; needs approval."""
+    if ctx.answer is None:
+        return suspend(make_request("approval", f"Deploy {service} to production?"))
+    return f"deployed {service}"
+'''
+
+
+def approval_responder(body: dict[str, Any]) -> dict[str, Any]:
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if not results:
+        return completion(body, {"role": "assistant", "content": None, "tool_calls": [_call("d1", "deploy", {"service": "api"})]}, "tool_calls")
+    return completion(body, {"role": "assistant", "content": "outcome: " + results[-1]}, "stop")
+
+
+@pytest.fixture
+def approval_team(tmp_path: Path) -> Any:
+    (tmp_path / "ops_tools.py").write_text(APPROVAL_TOOLS)
+    with ScriptedLLMServer(approval_responder) as srv:
+        team = tmp_path / "ops.toml"
+        team.write_text(f'entry = "ops"\n[connection]\nbase_url = "{srv.base_url}"\nmodel = "m"\n[agents.ops]\ndoes = "Deploys"\ntools = ["ops_tools:deploy"]\n')
+        yield team
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [("y\n", "outcome: deployed api"), ("n\n", "outcome: declined: Deploy api to production?")])
+def test_run_pending_answered_through_stdin(approval_team: Path, answer: str, outcome: str) -> None:
+    proc = toolnexus_cmd("run", str(approval_team), "ship it", "--json", input=answer)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["text"] == outcome
+    assert "Deploy api to production?" in proc.stderr and "Approve? [y/n]" in proc.stderr
+
+
+def test_run_no_input_stops_pending_with_exit_2(approval_team: Path) -> None:
+    proc = toolnexus_cmd("run", str(approval_team), "ship it", "--json", "--no-input")
+    assert proc.returncode == 2, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "pending"
+    assert result["pending"]["kind"] == "approval" and result["pending"]["data"]["path"] == ["root", "ops.1"]
+
+
+def test_run_incomplete_exits_2(tmp_path: Path, server: ScriptedLLMServer) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(TEAM_TOML.format(base_url=server.base_url).replace("max_tokens = 1000", "max_turns = 1"))
+    proc = toolnexus_cmd("run", str(team), "hello", "--json")
+    assert proc.returncode == 2, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "incomplete" and result["limit"] == "maxTurns"
+
+
+def test_run_model_failure_exits_1(tmp_path: Path) -> None:
+    def broken(body: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("model is down")
+
+    with ScriptedLLMServer(broken) as srv:
+        team = tmp_path / "team.toml"
+        team.write_text(f'[connection]\nbase_url = "{srv.base_url}"\nmodel = "m"\nretries = 0\n[agents.solo]\ndoes = "Answers"\n')
+        proc = toolnexus_cmd("run", str(team), "hello", "--json")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["status"] == "error"
+    assert "the run failed" in proc.stderr
+
+
+def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
+    team = tmp_path / "broken_team.toml"
+    team.write_text('entry = "a"\n[agents.a]\ndoes = \n')
+    proc = toolnexus_cmd("run", str(team), "hello")
+    assert proc.returncode == 1
+    assert "broken_team.toml" in proc.stderr
+    assert "line 3" in proc.stderr and "invalid TOML" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[agents.a]\ndoes = "x"\nsould = "typo"\n', "unknown key(s) sould"),
+        ('entry = "a"\nbogus = 1\n[agents.a]\ndoes = "x"\n', "unknown key(s) bogus"),
+        ('[agents.a]\ndoes = "x"\nteam = ["ghost"]\n', "team member 'ghost' is not defined"),
+        ('entry = "nobody"\n[agents.a]\ndoes = "x"\n', "entry 'nobody' is not defined"),
+        ('[agents.a]\ndoes = "x"\n[agents.a.budget]\nmax_tokenz = 5\n', "unknown key(s) max_tokenz"),
+        ('[agents.a]\ndoes = "x"\n[agents.a.budget]\nmax_tokens = "many"\n', "max_tokens must be a whole number"),
+        ('[agents.a]\nsoul = "no does"\n', '"does"'),
+        ('[agents.a]\ndoes = "x"\ntools = ["no_such_module:thing"]\n', "cannot load tool 'no_such_module:thing'"),
+        ('[agents.a]\ndoes = "x"\n[agents.b]\ndoes = "y"\n', "entry ="),
+        ('entry = "a"\n', "no agents"),
+    ],
+)
+def test_team_file_problems_are_clear(tmp_path: Path, text: str, expected: str) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(text)
+    with pytest.raises(TeamFileError) as caught:
+        load_team(str(team))
+    assert str(team) in str(caught.value) and expected in str(caught.value)
+
+
+def test_unknown_agent_and_missing_file_exit_1(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text('[agents.a]\ndoes = "x"\nteam = ["ghost"]\n')
+    proc = toolnexus_cmd("run", str(team), "hello", "--base-url", "http://127.0.0.1:9", "--model", "m")
+    assert proc.returncode == 1 and "ghost" in proc.stderr
+    proc = toolnexus_cmd("run", str(tmp_path / "missing.toml"), "hello")
+    assert proc.returncode == 1 and "missing.toml" in proc.stderr
+
+
+def test_run_needs_an_endpoint(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text('[agents.a]\ndoes = "x"\n')
+    assert main(["run", str(team), "hello", "--model", "m"]) == 1
+
+
+def test_load_team_builds_agent_defs(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(TEAM_TOML.format(base_url="http://x/v1"))
+    loaded = load_team(str(team))
+    assert loaded.entry == "coordinator"
+    assert loaded.connection == {"base_url": "http://x/v1", "model": "file-model"}
+    coordinator = loaded.registry["coordinator"]
+    assert coordinator.team == ("researcher", "writer") and coordinator.soul == "You coordinate."
+    assert coordinator.budget is not None and coordinator.budget.max_tokens == 1000
+    assert loaded.registry["writer"].model == "writer-model"
+    assert loaded.registry["researcher"].model == "inherit"
+
+
+# --- the pieces, in process ------------------------------------------------------------------
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_tree_lines_indent_by_depth() -> None:
+    views = [
+        HandleView(id="root", name="root", state="idle", parent=None, children=["root/a.1"], turns=0, tokens=30, tool_calls=0, inbox=0),
+        HandleView(id="root/a.1", name="a", state="running", parent="root", children=[], turns=2, tokens=30, tool_calls=1, inbox=0),
+    ]
+    lines = tree_lines(views)
+    assert lines[0].startswith("root ") and lines[1].startswith("  root/a.1 ")
+    assert "running" in lines[1] and "turns  2" in lines[1] and "tokens     30" in lines[1]
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_live_tree_draws_changes_and_its_thread_ends(tty: bool) -> None:
+    import threading
+
+    rt = Runtime({"a": AgentDef("a", "does a")}, generate=lambda request: {"content": "hi"})
+    stream: io.StringIO = FakeTTY() if tty else io.StringIO()
+    try:
+        with LiveTree(rt, stream) as tree:
+            assert tree._thread is not None
+            rt.spawn(rt.root, "a")
+        assert not any(t.name == "toolnexus-tree" for t in threading.enumerate())
+    finally:
+        rt.close(rt.root)
+    text = stream.getvalue()
+    assert "root/a.1" in text
+    assert ("\x1b[" in text) is tty
+
+
+def test_approver_decisions() -> None:
+    request = make_request("approval", "Go?", data={"path": ["root", "x.1"]})
+    out = io.StringIO()
+    assert Approver(True, io.StringIO(), out)(request).ok is True
+    assert "from root/x.1" in out.getvalue() and "Go?" in out.getvalue()
+    declined = Approver(False, io.StringIO(), io.StringIO())(request)
+    assert declined.ok is False and declined.reason == "declined" and declined.id == request.id
+    assert Approver(None, io.StringIO("Y\n"), io.StringIO())(request).ok is True
+    assert Approver(None, io.StringIO(""), io.StringIO())(request).ok is False
+    terminal = FakeTTY("what\nyes\n")
+    prompts = io.StringIO()
+    assert Approver(None, terminal, prompts)(request).ok is True
+    assert "please answer y or n" in prompts.getvalue()
+
+
+# --- the sample team file ------------------------------------------------------------------
+
+
+def test_the_sample_team_file_loads() -> None:
+    team = load_team(str(EXAMPLES / "team.toml"))
+    assert team.entry == "coordinator" and set(team.registry) == {"coordinator", "researcher", "writer"}
