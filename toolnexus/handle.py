@@ -66,6 +66,9 @@ class HandleRecord:
     pending: Request | None = None
     checkpoint: list[dict[str, Any]] | None = None
     pending_input: str | None = None
+    #: Where the suspended turn stood, so its result after resume covers the whole turn.
+    pending_tokens_before: int = 0
+    pending_turns: int = 0
     turn_serial: int = 0
     task_keys: dict[tuple[str, str], tuple[int, str]] = attrs.Factory(dict)
     result: AgentResult | None = None
@@ -88,6 +91,8 @@ class Turn:
     resume: tuple[list[dict[str, Any]], Request, Any] | None = None
     started: float = 0.0
     tokens_before: int = 0
+    prior_turns: int = 0
+    resumed: bool = False
     settling: bool = False
 
 

@@ -264,7 +264,8 @@ class Runtime:
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         turn.started = self._clock()
-        turn.tokens_before = handle.record.tokens
+        if not turn.resumed:
+            turn.tokens_before = handle.record.tokens
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
         handle.turn = turn
         handle.move(RUNNING)
@@ -320,7 +321,7 @@ class Runtime:
             text=run.text,
             status=run.status,
             pending=run.pending,
-            turns=run.turns,
+            turns=turn.prior_turns + run.turns,
             total_tokens=spent_tokens,
             limit=run.limit,
             handle_id=handle.id,
@@ -378,6 +379,7 @@ class Runtime:
                 request = _stamp_path(result.pending, record.id)  # type: ignore[arg-type]
                 result = attrs.evolve(result, pending=request, text=request.prompt)
                 record.pending, record.pending_input = request, turn.input
+                record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
                 record.checkpoint = run.messages if run is not None else None
                 with self._table_lock:
                     self._pending.setdefault(request.id, record.id)
@@ -618,7 +620,13 @@ class Runtime:
                 record = handle.record
                 if record.state != SUSPENDED or record.pending is None or record.pending.id != answer.id:
                     continue
-                turn = Turn(serial=record.turn_serial, input=record.pending_input or "")
+                turn = Turn(
+                    serial=record.turn_serial,
+                    input=record.pending_input or "",
+                    tokens_before=record.pending_tokens_before,
+                    prior_turns=record.pending_turns,
+                    resumed=True,
+                )
                 if position == 0:
                     turn.resume = (record.checkpoint or [], record.pending, answer)
                 record.pending = record.checkpoint = record.pending_input = None
