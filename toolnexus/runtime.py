@@ -569,6 +569,8 @@ class Runtime:
         if settling is not None:
             with handle.lock:
                 handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._shutdown_s)
+                if record.state == SUSPENDED and record.pending is not None:
+                    cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
         if turn is not None:
             turn.scope.cancel()
             self._release_slot(handle)
@@ -671,11 +673,20 @@ class Runtime:
         if not force:
             with handle.lock:
                 handle.changed.wait_for(lambda: not handle.busy, timeout=max(0.0, deadline - self._clock()))
-        self.interrupt(handle)
-        with handle.lock:
-            if handle.record.state == CLOSED:
-                return
-            handle.move(CLOSED)
+        while True:
+            self.interrupt(handle)
+            with handle.lock:
+                state = handle.record.state
+                if state == CLOSED:
+                    return
+                if state == IDLE:
+                    handle.move(CLOSED)
+                    break
+                if state == RUNNING:
+                    # A turn that was already settling (saving its transcript) outlasted the
+                    # interrupt's wait: let its outcome land, then go round again.
+                    handle.changed.wait_for(lambda: handle.record.state != RUNNING)
+                # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
         self._event("close", handle.id, reason=reason)
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
