@@ -231,3 +231,36 @@ def test_twenty_threads_running_agents_concurrently_get_their_own_texts():
         assert model.calls["echo"] == count
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
+
+
+# --- host verbs used from inside a tool ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_tool_that_spawns_wakes_and_waits_finishes_on_a_small_pool(workers):
+    from toolnexus import Tool
+
+    holder = {}
+
+    def consult(args, ctx):
+        rt = holder["rt"]
+        helper = rt.spawn(rt.root, "helper")
+        rt.wake(helper, "help")
+        return rt.wait(helper, timeout=HANG).text
+
+    registry = {
+        "boss": AgentDef("boss", "Uses a tool that runs another agent.", model="boss", tools=[Tool("consult", "", None, consult)]),
+        "helper": AgentDef("helper", "Helps.", model="helper"),
+    }
+    model = ScriptedModel(
+        {
+            "boss": [{"tool_calls": [{"id": "c1", "name": "consult", "arguments": {}}]}, lambda r: {"content": f"boss: {tool_messages(r)[0]}"}],
+            "helper": [{"content": "helped"}],
+        }
+    )
+    rt = holder["rt"] = Runtime(registry, generate=model, max_workers=workers)
+    try:
+        result = run_in_thread(lambda: rt.run_agent("boss", "go"), timeout=HANG)
+    finally:
+        rt.close(rt.root)
+    assert (result.status, result.text) == ("done", "boss: helped")

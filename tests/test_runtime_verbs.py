@@ -713,3 +713,14 @@ def test_runtime_as_context_manager_closes_everything():
     }
     assert sorted(closed) == sorted([ran.id, idle.id, nested.id])
     assert _runtime_threads(before) == []
+
+
+def test_wait_on_the_root_is_refused_rather_than_blocking_forever():
+    from toolnexus import ToolnexusError
+
+    rt = Runtime({"a": AgentDef("a", "x")}, generate=lambda r: {"content": "ok"})
+    try:
+        with pytest.raises(ToolnexusError, match="root"):
+            rt.wait(rt.root)
+    finally:
+        rt.close(rt.root)

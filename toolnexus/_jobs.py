@@ -13,6 +13,14 @@ from concurrent.futures import Executor
 from typing import Any, Callable
 
 
+_local = threading.local()
+
+
+def inside_job() -> bool:
+    """Whether this thread is running a job: blocking it on queued work could starve the pool."""
+    return getattr(_local, "depth", 0) > 0
+
+
 class Job:
     """A callable that runs at most once, on whichever thread claims it first."""
 
@@ -44,11 +52,13 @@ class Job:
             self.run_claimed()
 
     def run_claimed(self) -> None:
+        _local.depth = getattr(_local, "depth", 0) + 1
         try:
             self._value = self._fn()
         except BaseException as exc:  # handed to whoever reads the result
             self._error = exc
         finally:
+            _local.depth -= 1
             self._fn = None  # type: ignore[assignment]
             self._done.set()
 

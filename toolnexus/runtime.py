@@ -463,31 +463,37 @@ class Runtime:
         """The next result of a busy handle, or the last one of a settled handle.
 
         With ``timeout`` (seconds) a result with ``status="timeout"`` comes back when
-        nothing settled in time; the handle keeps running.
+        nothing settled in time; the handle keeps running. Called from a tool (a pool
+        thread), it runs a turn that no worker has started yet instead of blocking on it.
         """
         handle = self._get(h)
-        with handle.lock:
-            record = handle.record
-            if record.result is not None and not handle.busy:
-                return record.result
-            if record.state == CLOSED:
-                return _closed_result(record)
-            since = record.settled
-            settled = handle.changed.wait_for(lambda: record.settled > since or record.state == CLOSED, timeout)
-            if not settled:
-                return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-            return record.result if record.settled > since and record.result is not None else _closed_result(record)
+        if handle is self.root:
+            raise ToolnexusError("the root handle runs no agent; wait on one of its children")
+        return self._next_result(handle, timeout, run_here=_jobs.inside_job())
 
     def _await(self, handle: Handle) -> AgentResult:
-        """Wait for a busy handle to settle, running its turn here if no worker has it."""
+        """Wait for a handle to settle, running its turn here if no worker has it."""
+        return self._next_result(handle, None, run_here=True)
+
+    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool) -> AgentResult:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        record = handle.record
+        with handle.lock:
+            if record.result is not None and not handle.busy:
+                return record.result
+            since = record.settled
         while True:
             with handle.lock:
-                record = handle.record
-                if not handle.busy:
-                    return record.result if record.result is not None else _closed_result(record)
-                job = handle.turn.job if handle.turn is not None else None
-                if job is None or job.claimed:
-                    handle.changed.wait_for(lambda: not handle.busy or _runnable(handle))
+                if record.settled > since and record.result is not None:
+                    return record.result
+                if record.state == CLOSED:
+                    return _closed_result(record)
+                job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
+                if job is None:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+                    handle.changed.wait(remaining)
                     continue
             job.run()
 
