@@ -62,6 +62,8 @@ def build_engine(
     if refused:
         raise ConfigError(f"request_params may not set {', '.join(refused)}")
     wire = get_style("openai" if generate is not None else style)
+    if api_key is None:
+        api_key = default_api_key(style, base_url)
     transport = None
     if generate is None:
         from .transport import Transport  # the HTTP stack loads only when it is used
@@ -120,7 +122,7 @@ class Client:
         self._engine = build_engine(
             base_url=base_url,
             style=style,
-            api_key=api_key if api_key is not None else default_api_key(style, base_url),
+            api_key=api_key,
             headers=headers,
             session=session,
             generate=generate,

@@ -17,17 +17,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import attrs
 
-from . import _jobs, budget as budgets, loop
+from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
-from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult, Usage
+from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
-from .loop import Hooks, RunSpec
-from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
-from .toolkit import Toolkit
+from .turns import TurnRunner
 from .tools import Tool, ToolContext, failure
 
 if TYPE_CHECKING:
@@ -71,23 +69,17 @@ class Runtime:
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
     ) -> None:
-        from .client import default_api_key
-
         self._registry = normalize_registry(registry)
-        self._model = model
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._shutdown_s = shutdown_ms / 1000
-        self._hooks = hooks
-        self._on_metric = on_metric
         self._store: ConversationStore = store if store is not None else InMemoryStore()
-        self._gate = threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None
         workers = max_workers or _DEFAULT_WORKERS
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
-        self._engine = build_engine(
+        engine = build_engine(
             base_url=base_url,
             style=style,
-            api_key=api_key if api_key is not None else default_api_key(style, base_url),
+            api_key=api_key,
             headers=headers,
             session=session,
             generate=generate,
@@ -99,10 +91,19 @@ class Runtime:
             executor=lambda: self._executor,
             pool_size=workers,
         )
-        self._metrics = Metrics()
-        self._emitters: dict[str, Callable[[dict[str, Any]], None]] = {}
-        # guards: _handles, _pending, _events, _emitters. A leaf lock: nothing else is
-        # acquired while it is held.
+        self._turns = TurnRunner(
+            engine=engine,
+            store=self._store,
+            model=model,
+            hooks=hooks,
+            on_metric=on_metric,
+            gate=threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None,
+            clock=self._clock,
+            lineage=self._lineage,
+            task_tool=lambda handle, serial: task_tool(self, handle, serial),
+        )
+        # guards: _handles, _pending, _events. A leaf lock: nothing else is acquired
+        # while it is held.
         self._table_lock = threading.Lock()
         root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
         self._handles: dict[str, Handle] = {ROOT: root}
@@ -155,7 +156,7 @@ class Runtime:
 
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
-        return self._metrics.render()
+        return self._turns.metrics.render()
 
     # --- spawn and post -----------------------------------------------------------------
 
@@ -168,7 +169,7 @@ class Runtime:
         """
         owner = self._get(parent)
         definition = self.definition(name)
-        spent = self._chain_limit(owner)
+        spent = self._turns.chain_limit(owner)
         if spent is not None:
             raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
         with owner.lock:
@@ -275,91 +276,15 @@ class Runtime:
         started = time.perf_counter()
         error: str | None = None
         try:
-            result, run = self._execute_turn(handle, turn)
+            result, run = self._turns.execute(handle, turn)
         except Cancelled:
             return  # interrupted: the interrupt already published the outcome
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
-            result, run, error = self._error_result(handle, turn, exc), None, type(exc).__name__
+            result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
         self._settle(handle, turn, result, run)
-        self._emit_run(handle, result, run, started, error)
+        self._turns.emit_run(handle, result, run, started, error)
 
-    def _emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
-        event: dict[str, Any] = {
-            "event": "run",
-            "model": run.model if run is not None else self._model_of(handle.definition),
-            "turns": result.turns,
-            "tool_calls": run.tool_call_count if run is not None else 0,
-            "total_tokens": result.total_tokens,
-            "ms": round((time.perf_counter() - started) * 1000, 3),
-            "handle": handle.id,
-        }
-        if error is not None:
-            event["error"] = error
-        self._emitter(handle.definition)(event)
-
-    def _execute_turn(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        definition = handle.definition
-        spent = self._chain_limit(handle)
-        if spent is not None:
-            text = f"{loop.LIMIT_TEXT[spent]} on the ancestor chain of {handle.id}"
-            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id), None
-        spec = self._spec(handle, turn)
-        toolkit = Toolkit(definition.tools)
-        if definition.team:
-            toolkit.register(task_tool(self, handle, turn.serial))
-        if turn.resume is not None:
-            checkpoint, pending, answer = turn.resume
-            run = loop.resume(self._engine, spec, toolkit, checkpoint, pending, answer)
-        else:
-            history = self._store.get(handle.id) or []
-            messages = loop.initial_messages(self._engine.style, spec.system, history, turn.input)
-            run = loop.start(self._engine, spec, toolkit, messages)
-        with handle.lock:
-            spent_tokens = handle.record.tokens - turn.tokens_before
-        result = AgentResult(
-            text=run.text,
-            status=run.status,
-            pending=run.pending,
-            turns=turn.prior_turns + run.turns,
-            total_tokens=spent_tokens,
-            limit=run.limit,
-            handle_id=handle.id,
-        )
-        return result, run
-
-    def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
-        definition = handle.definition
-        return RunSpec(
-            model=self._model_of(definition),
-            system=definition.soul or None,
-            max_turns=budgets.max_turns(handle.record.budget),
-            hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
-            wait_for=definition.wait_for,
-            emit=self._emitter(definition),
-            guard=lambda _turns: self._own_limit(handle, turn),
-            scope=turn.scope,
-            gate=self._gate,
-            handle_id=handle.id,
-            on_usage=lambda usage: self._charge_tokens(handle, usage),
-            on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
-        )
-
-    def _model_of(self, definition: AgentDef) -> str:
-        return self._model if definition.model in ("inherit", "", None) else definition.model
-
-    def _emitter(self, definition: AgentDef) -> Callable[[dict[str, Any]], None]:
-        with self._table_lock:
-            emit = self._emitters.get(definition.name)
-            if emit is None:
-                on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
-                emit = self._emitters[definition.name] = emitter(self._metrics, on_metric)
-            return emit
-
-    def _error_result(self, handle: Handle, turn: Turn, exc: Exception) -> AgentResult:
-        with handle.lock:
-            spent_tokens = handle.record.tokens - turn.tokens_before
-        return AgentResult(text=f"{type(exc).__name__}: {exc}", status="error", is_error=True, total_tokens=spent_tokens, handle_id=handle.id)
 
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
@@ -421,41 +346,6 @@ class Runtime:
                 self._event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
-
-    # --- the ledger and the limits --------------------------------------------------------
-
-    def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
-        with handle.lock:
-            handle.record.turns += 1
-        for each in self._lineage(handle):
-            with each.lock:
-                each.record.tokens += usage.total_tokens
-
-    def _charge_tool_calls(self, handle: Handle, count: int) -> None:
-        with handle.lock:
-            handle.record.tool_calls += count
-        for each in self._lineage(handle):
-            with each.lock:
-                each.record.pool_tool_calls += count
-
-    def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
-        """Checked before every model call: the handle's own carve and wall clock."""
-        with handle.lock:
-            record = handle.record
-            spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls)
-        wall = record.budget.max_wall_ms
-        if spent is None and wall is not None and (self._clock() - turn.started) * 1000 >= wall:
-            return "maxWallMs"
-        return spent
-
-    def _chain_limit(self, handle: Handle) -> str | None:
-        """The live walk before every wake and spawn: any spent pool on the chain."""
-        for each in self._lineage(handle):
-            with each.lock:
-                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls)
-            if spent is not None:
-                return spent
-        return None
 
     # --- wait and delegation --------------------------------------------------------------
 
@@ -704,8 +594,8 @@ class Runtime:
             thread.join(timeout=max(0.0, deadline - self._clock()))
             if thread.is_alive():
                 log.warning("toolnexus worker %s is still busy after close (a tool that ignores ctx.cancelled?)", thread.name)
-        if self._engine.transport is not None:
-            self._engine.transport.close()
+        if self._turns.engine.transport is not None:
+            self._turns.engine.transport.close()
 
     # --- helpers --------------------------------------------------------------------------
 

@@ -1,0 +1,173 @@
+"""One agent turn: the run spec, the toolkit, the loop, and the ledger it charges.
+
+``TurnRunner`` turns an admitted ``Turn`` into an ``AgentResult``; the runtime owns the
+state machine around it (admission, settling, slots). Everything here that touches a
+handle takes that handle's lock for a moment and never holds it across the model call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, ContextManager, Iterator
+
+from . import budget as budgets, loop
+from .agent import AgentDef
+from .data import AgentResult, RunResult, Usage
+from .handle import Handle, Turn
+from .loop import Engine, Hooks, RunSpec
+from .metrics import Metrics, emitter
+from .store import ConversationStore
+from .toolkit import Toolkit
+from .tools import Tool
+
+log = logging.getLogger("toolnexus")
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class TurnRunner:
+    """Runs turns for one runtime: shared engine, store, turn gate and metrics."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        store: ConversationStore,
+        model: str,
+        hooks: Any,
+        on_metric: Callable[[dict[str, Any]], Any] | None,
+        gate: ContextManager[Any] | None,
+        clock: Callable[[], float],
+        lineage: Callable[[Handle], Iterator[Handle]],
+        task_tool: Callable[[Handle, int], Tool],
+    ) -> None:
+        self.engine = engine
+        self.metrics = Metrics()
+        self._store = store
+        self._model = model
+        self._hooks = hooks
+        self._on_metric = on_metric
+        self._gate = gate
+        self._clock = clock
+        self._lineage = lineage
+        self._task_tool = task_tool
+        self._emitters_lock = threading.Lock()  # guards: _emitters
+        self._emitters: dict[str, Emit] = {}
+
+    def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted."""
+        definition: AgentDef = handle.definition
+        spent = self.chain_limit(handle)
+        if spent is not None:
+            text = f"{loop.LIMIT_TEXT[spent]} on the ancestor chain of {handle.id}"
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id), None
+        spec = self._spec(handle, turn)
+        toolkit = Toolkit(definition.tools)
+        if definition.team:
+            toolkit.register(self._task_tool(handle, turn.serial))
+        if turn.resume is not None:
+            checkpoint, pending, answer = turn.resume
+            run = loop.resume(self.engine, spec, toolkit, checkpoint, pending, answer)
+        else:
+            history = self._store.get(handle.id) or []
+            messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
+            run = loop.start(self.engine, spec, toolkit, messages)
+        result = AgentResult(
+            text=run.text,
+            status=run.status,
+            pending=run.pending,
+            turns=turn.prior_turns + run.turns,
+            total_tokens=self._spent(handle, turn),
+            limit=run.limit,
+            handle_id=handle.id,
+        )
+        return result, run
+
+    def failed(self, handle: Handle, turn: Turn, exc: Exception) -> AgentResult:
+        """A turn that raised: an error result for the waiters, never an exception."""
+        text = f"{type(exc).__name__}: {exc}"
+        return AgentResult(text=text, status="error", is_error=True, total_tokens=self._spent(handle, turn), handle_id=handle.id)
+
+    def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
+        event: dict[str, Any] = {
+            "event": "run",
+            "model": run.model if run is not None else self.model_of(handle.definition),
+            "turns": result.turns,
+            "tool_calls": run.tool_call_count if run is not None else 0,
+            "total_tokens": result.total_tokens,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+            "handle": handle.id,
+        }
+        if error is not None:
+            event["error"] = error
+        self._emitter(handle.definition)(event)
+
+    def model_of(self, definition: AgentDef) -> str:
+        return self._model if definition.model in ("inherit", "", None) else definition.model
+
+    def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
+        definition: AgentDef = handle.definition
+        return RunSpec(
+            model=self.model_of(definition),
+            system=definition.soul or None,
+            max_turns=budgets.max_turns(handle.record.budget),
+            hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
+            wait_for=definition.wait_for,
+            emit=self._emitter(definition),
+            guard=lambda _turns: self._own_limit(handle, turn),
+            scope=turn.scope,
+            gate=self._gate,
+            handle_id=handle.id,
+            on_usage=lambda usage: self._charge_tokens(handle, usage),
+            on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+        )
+
+    def _emitter(self, definition: AgentDef) -> Emit:
+        """The def's own ``on_metric`` replaces the runtime's; both feed the metrics."""
+        with self._emitters_lock:
+            emit = self._emitters.get(definition.name)
+            if emit is None:
+                on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
+                emit = self._emitters[definition.name] = emitter(self.metrics, on_metric)
+            return emit
+
+    # --- the ledger and the limits --------------------------------------------------------
+
+    def _spent(self, handle: Handle, turn: Turn) -> int:
+        with handle.lock:
+            return handle.record.tokens - turn.tokens_before
+
+    def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
+        with handle.lock:
+            handle.record.turns += 1
+        for each in self._lineage(handle):
+            with each.lock:
+                each.record.tokens += usage.total_tokens
+
+    def _charge_tool_calls(self, handle: Handle, count: int) -> None:
+        with handle.lock:
+            handle.record.tool_calls += count
+        for each in self._lineage(handle):
+            with each.lock:
+                each.record.pool_tool_calls += count
+
+    def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
+        """Checked before every model call: the handle's own carve and wall clock."""
+        with handle.lock:
+            record = handle.record
+            spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls)
+        wall = record.budget.max_wall_ms
+        if spent is None and wall is not None and (self._clock() - turn.started) * 1000 >= wall:
+            return "maxWallMs"
+        return spent
+
+    def chain_limit(self, handle: Handle) -> str | None:
+        """The live walk before every wake and spawn: any spent pool on the chain."""
+        for each in self._lineage(handle):
+            with each.lock:
+                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls)
+            if spent is not None:
+                return spent
+        return None
