@@ -15,6 +15,7 @@ from typing import Any, Callable, ContextManager
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ._cancel import CancelScope, current_scope, set_current_scope
@@ -59,6 +60,19 @@ class CancellableAdapter(HTTPAdapter):
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         manager.pool_classes_by_scheme = _TRACKED_POOLS
         return manager
+
+    def build_response(self, req: requests.PreparedRequest, resp: Any) -> requests.Response:
+        """The plain response: this adapter belongs to a session that keeps no cookies, so
+        the per-reply cookie-jar work of the base class is skipped."""
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = CaseInsensitiveDict(resp.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        response.url = req.url  # type: ignore[assignment]
+        response.request = req
+        response.connection = self
+        return response
 
 
 def retry_after_seconds(value: str | None) -> float | None:
