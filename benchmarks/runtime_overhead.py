@@ -10,6 +10,9 @@ measured:
     model call that sleeps 100 ms (simulated provider latency). Wall time from the first
     wake to the last result, median of 5 rounds, each on a fresh
     ``Runtime(..., max_workers=1024)`` closed afterwards (target < 1.5 s).
+(c) interrupt -- a handle whose model call stalls on a local HTTP server is interrupted;
+    time from ``interrupt`` to state ``idle``, and to the worker's model call being
+    aborted (its socket shut down), median of 20 (target < 100 ms for both).
 
 Usage: ``python benchmarks/runtime_overhead.py [--json] [--rounds 7] [--round-s 1.0]
 [--fanout 1000] [--fanout-rounds 5] [--strict]`` (``--strict`` exits 1 on a missed target).
@@ -22,6 +25,7 @@ import importlib.util
 import json
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -31,12 +35,14 @@ if importlib.util.find_spec("toolnexus") is None:  # not installed: benchmark th
     sys.path.insert(0, str(HERE.parent))
 
 from toolnexus import AgentDef, Runtime  # noqa: E402
+from toolnexus.testing import ScriptedLLMServer  # noqa: E402
 
 REGISTRY = {"a": AgentDef("a", "answers at once")}
 USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
 CYCLES_TARGET = 2000.0  # cycles per second, at least
 FANOUT_TARGET_S = 1.5  # seconds, below
 MODEL_LATENCY_S = 0.1
+INTERRUPT_TARGET_MS = 100.0
 
 
 def instant_model(request: dict[str, Any]) -> dict[str, Any]:
@@ -107,14 +113,59 @@ def fanout_wall_times(n: int, rounds: int) -> list[float]:
     return times
 
 
+class _Arrived(threading.Event):
+    """Given to the server as ``stall_until``: notes that a request arrived and stalls it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.arrived.set()
+        return super().wait(timeout)
+
+
+def interrupt_latencies(rounds: int) -> tuple[list[float], list[float]]:
+    """Milliseconds from ``interrupt`` to ``idle`` and to the aborted model call."""
+    to_idle, to_abort = [], []
+    for _ in range(rounds):
+        stall, aborted = _Arrived(), threading.Event()
+
+        def on_metric(event: dict[str, Any]) -> None:
+            if event["event"] == "llm" and event["status"] == "error":
+                aborted.set()
+
+        with ScriptedLLMServer(stall_until=stall) as server:
+            rt = Runtime(REGISTRY, base_url=server.base_url, model="m", on_metric=on_metric, shutdown_ms=2000)
+            try:
+                h = rt.spawn(rt.root, "a")
+                rt.wake(h, "x")
+                if not stall.arrived.wait(10):
+                    raise RuntimeError("the model request never reached the server")
+                started = time.perf_counter()
+                rt.interrupt(h)
+                if rt.inspect(h).state != "idle":
+                    raise RuntimeError("not idle after interrupt")
+                to_idle.append((time.perf_counter() - started) * 1000)
+                if not aborted.wait(10):
+                    raise RuntimeError("the stalled model call was not aborted")
+                to_abort.append((time.perf_counter() - started) * 1000)
+            finally:
+                rt.close(rt.root)
+    return to_idle, to_abort
+
+
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     verbs = cycles_per_second(verb_cycle, args.rounds, args.round_s, warmup=200)
     one_shot = cycles_per_second(run_agent_cycle, args.rounds, args.round_s, warmup=200)
     fanout = fanout_wall_times(args.fanout, args.fanout_rounds)
+    to_idle, to_abort = interrupt_latencies(20)
     rows = [
         _row("spawn/wake/wait/close", "cycles/s", verbs, CYCLES_TARGET, higher_is_better=True),
         _row("run_agent", "cycles/s", one_shot, CYCLES_TARGET, higher_is_better=True),
         _row(f"fan-out {args.fanout} x {int(MODEL_LATENCY_S * 1000)} ms", "s", fanout, FANOUT_TARGET_S, higher_is_better=False),
+        _row("interrupt -> idle", "ms", to_idle, INTERRUPT_TARGET_MS, higher_is_better=False),
+        _row("interrupt -> call aborted", "ms", to_abort, INTERRUPT_TARGET_MS, higher_is_better=False),
     ]
     return {
         "python": sys.version.split()[0],
