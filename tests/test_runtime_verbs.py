@@ -724,3 +724,25 @@ def test_wait_on_the_root_is_refused_rather_than_blocking_forever():
             rt.wait(rt.root)
     finally:
         rt.close(rt.root)
+
+
+def test_run_agent_works_from_inside_a_running_asyncio_loop():
+    import asyncio
+
+    registry = {"lead": AgentDef("lead", "Delegates.", model="lead", team=["helper"]), "helper": AgentDef("helper", "Helps.", model="helper")}
+    model = ScriptedModel(
+        {
+            "lead": [
+                {"tool_calls": [{"id": "c1", "name": "task", "arguments": {"agent": "helper", "prompt": "help"}}]},
+                lambda r: {"content": f"lead: {tool_messages(r)[0]}"},
+            ],
+            "helper": [{"content": "helped"}],
+        }
+    )
+
+    async def inside_a_loop():
+        with Runtime(registry, generate=model) as rt:
+            return rt.run_agent("lead", "go")
+
+    result = asyncio.run(inside_a_loop())
+    assert (result.status, result.text) == ("done", "lead: helped")
