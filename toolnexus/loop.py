@@ -304,9 +304,10 @@ def _tool_phase(
     answers = answers or {}
     todo = [call for call in calls if call.id not in kept]
     turn = state.turns
-    outcomes = _jobs.run_all(
-        engine.executor(), [lambda call=call: _one_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
-    )
+    # In call order first (arguments, before_tool, a tool's own prepare step: the task
+    # tool spawns its child here, so child ids follow call order); then concurrently.
+    starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
+    outcomes = _jobs.run_all(engine.executor(), [lambda start=start: _finish_call(spec, toolkit, start) for start in starts])
     _check_cancel(spec)
     if spec.on_tool_calls is not None and outcomes:
         spec.on_tool_calls(len(outcomes))
@@ -346,34 +347,51 @@ def decode_arguments(raw: Any) -> tuple[Any, str | None]:
     return raw, None
 
 
-def _one_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Outcome:
-    started = time.perf_counter()
+@attrs.define
+class _Started:
+    """A call after its in-order first step: decoded arguments, hooks, prepared context."""
+
+    call: ToolCall
+    turn: int
+    args: Any
+    ctx: ToolContext
+    started: float
+    result: ToolResult | None = None
+
+
+def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Started:
+    ctx = _context(spec, call, answer)
+    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter())
     args, problem = decode_arguments(call.arguments)
     if problem is not None:
-        result = ToolResult(output=f"{problem} for tool {call.name}", is_error=True)
-    else:
-        result, args = _execute(spec, toolkit, call, args, turn, answer)
-    if spec.hooks.after_tool is not None:
-        change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=turn)
-        if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
-            result = change["result"]
-    _emit_tool(spec, toolkit, call.name, result, started)
-    return _Outcome(call=call, args=args, result=result)
-
-
-def _execute(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], turn: int, answer: Answer | None) -> tuple[ToolResult, dict[str, Any]]:
+        begun.result = ToolResult(output=f"{problem} for tool {call.name}", is_error=True)
+        return begun
     if spec.hooks.before_tool is not None:
         change = spec.hooks.before_tool(name=call.name, args=args, id=call.id, turn=turn)
         if isinstance(change, dict):
             if isinstance(change.get("result"), ToolResult):
-                return change["result"], args
+                begun.args, begun.result = args, change["result"]
+                return begun
             if isinstance(change.get("args"), dict):
                 args = change["args"]
-    result = toolkit.execute(call.name, args, _context(spec, call, answer))
-    request = result.pending
-    if request is None or spec.wait_for is None:
-        return result, args
-    return _interpret(spec, toolkit, call, args, request), args
+    begun.args = args
+    toolkit.prepare(call.name, args, ctx)
+    return begun
+
+
+def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
+    call, args = begun.call, begun.args
+    result = begun.result
+    if result is None:
+        result = toolkit.execute(call.name, args, begun.ctx)
+        if result.pending is not None and spec.wait_for is not None:
+            result = _interpret(spec, toolkit, call, args, result.pending)
+    if spec.hooks.after_tool is not None:
+        change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
+        if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
+            result = change["result"]
+    _emit_tool(spec, toolkit, call.name, result, begun.started)
+    return _Outcome(call=call, args=args, result=result)
 
 
 def _interpret(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], request: Request) -> ToolResult:

@@ -387,13 +387,13 @@ class Runtime:
                     continue
             job.run()
 
-    def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
-        """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
+    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
+        """The child for one ``task`` call: reattached by key within the turn ``serial``,
+        or spawned and woken. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             entry = parent.record.task_keys.get(key)
             child = self._handles.get(entry[1]) if entry is not None and entry[0] == serial else None
-            reattached = child is not None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
@@ -401,8 +401,15 @@ class Runtime:
                     self.wake(child, prompt)
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
-        if reattached:
-            self._event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
+                return child
+        self._event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
+        return child
+
+    def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
+        """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
+        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt)
+        if isinstance(child, ToolResult):
+            return child
         result = self._child_result(child, ctx)
         if result.status != "pending":
             self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=False)

@@ -45,15 +45,27 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
     known = {name: _does(rt, name) for name in members}
     team = {name: does for name, does in known.items() if does is not None}
 
-    def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def refusal(args: dict[str, Any]) -> ToolResult | None:
         agent, prompt = args.get("agent"), args.get("prompt")
         if not isinstance(agent, str) or not agent or not isinstance(prompt, str):
             return failure("invalid arguments: task needs a string 'agent' and a string 'prompt'")
         if agent not in members:
             return failure(f"{agent!r} is not in this agent's team; the team is: {', '.join(sorted(members))}")
-        return rt.delegate(parent, serial, agent, prompt, ctx)
+        return None
 
-    return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent")
+    def prepare(args: dict[str, Any], ctx: ToolContext) -> Any:
+        # In call order: spawn and wake (or find) the child, so ids follow call order.
+        if refusal(args) is None:
+            return rt.task_child(parent, serial, args["agent"], args["prompt"])
+        return None
+
+    def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        refused = refusal(args)
+        if refused is not None:
+            return refused
+        return rt.delegate(parent, serial, args["agent"], args["prompt"], ctx)
+
+    return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent", prepare=prepare)
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:

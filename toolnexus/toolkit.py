@@ -66,6 +66,19 @@ class Toolkit:
             return ToolResult(output=value)
         return ToolResult(output=f"tool {found.name} returned {type(value).__name__}, not str or ToolResult", is_error=True)
 
+    def prepare(self, name: str, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Run the tool's optional in-order first step; its value lands on ``ctx.prepared``.
+
+        A failing prepare step is logged and forgotten: ``execute`` must work without it.
+        """
+        found = self.get(name)
+        if found is None or found.prepare is None:
+            return
+        try:
+            ctx.prepared = found.prepare(args, ctx)
+        except Exception:
+            log.debug("prepare step of %s raised; execute runs without it", found.name, exc_info=True)
+
     def to_openai(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.schemas("openai"))
 

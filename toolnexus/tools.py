@@ -33,6 +33,8 @@ class ToolContext:
     cancelled: threading.Event = attrs.field(factory=threading.Event)
     handle_id: str | None = None
     call_id: str | None = None
+    #: What the tool's ``prepare`` step returned for this call, if it has one.
+    prepared: Any = None
 
 
 @attrs.frozen(init=False)
@@ -40,6 +42,9 @@ class Tool:
     """A named function the model may call with JSON arguments.
 
     ``execute(args, ctx)`` returns a ``ToolResult`` or a ``str`` (a str means success).
+    The optional ``prepare(args, ctx)`` runs for every call of a turn in call order before
+    the calls run concurrently; its value reaches ``execute`` as ``ctx.prepared``.
+    ``execute`` must also work when it did not run (a retry after a suspension).
     """
 
     name: str
@@ -47,6 +52,7 @@ class Tool:
     input_schema: dict[str, Any]
     execute: Callable[[dict[str, Any], ToolContext], ToolResult | str] = attrs.field(repr=False)
     source: str = "native"
+    prepare: Callable[[dict[str, Any], ToolContext], Any] | None = attrs.field(default=None, repr=False)
 
     def __init__(
         self,
@@ -55,6 +61,7 @@ class Tool:
         input_schema: dict[str, Any] | None,
         execute: Callable[[dict[str, Any], ToolContext], ToolResult | str],
         source: str = "native",
+        prepare: Callable[[dict[str, Any], ToolContext], Any] | None = None,
     ) -> None:
         self.__attrs_init__(  # type: ignore[attr-defined]
             name=sanitize_name(name),
@@ -62,6 +69,7 @@ class Tool:
             input_schema=input_schema or {"type": "object", "properties": {}},
             execute=execute,
             source=source,
+            prepare=prepare,
         )
 
 
