@@ -10,40 +10,14 @@ The model is a local scripted HTTP server that answers per model name.
 
 from __future__ import annotations
 
-import itertools
-import json
-import threading
-from collections import defaultdict
-
 from toolnexus import AgentDef, Budget, Runtime, Tool, Toolkit, make_answer, make_request, success, suspend
-from toolnexus.testing import ScriptedLLMServer, completion
+from toolnexus.testing import ScriptedLLMServer, responder_by_model
 
 # Past the end of a model's script the reply is the text "done".
 SCRIPT = {
     "bm": [{"calls": [{"id": "c1", "name": "task", "args": {"agent": "worker", "prompt": "risky"}}]}],
     "wm": [{"calls": [{"id": "w1", "name": "approve", "args": {}}]}],
 }
-
-
-def scripted_by_model(script):
-    """A responder that answers the n-th request of each model with that model's n-th step."""
-    counts: defaultdict[str, itertools.count] = defaultdict(lambda: itertools.count())
-    lock = threading.Lock()
-
-    def respond(body):
-        with lock:
-            n = next(counts[body["model"]])
-        steps = script.get(body["model"], [])
-        spec = steps[n] if n < len(steps) else {"text": "done"}
-        if spec.get("calls"):
-            calls = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c.get("args") or {})}}
-                for c in spec["calls"]
-            ]
-            return completion(body, {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls")
-        return completion(body, {"role": "assistant", "content": spec["text"]}, "stop")
-
-    return respond
 
 
 def approve(args, ctx):
@@ -61,7 +35,7 @@ def main() -> None:
         "boss": AgentDef("boss", "coordinates", model="bm", team=["worker"], budget=Budget(max_depth=5)),
         "worker": AgentDef("worker", "does the risky part", model="wm", tools=[approve_tool]),
     }
-    with ScriptedLLMServer(scripted_by_model(SCRIPT)) as server, Runtime(registry, base_url=server.base_url, model="default") as rt:
+    with ScriptedLLMServer(responder_by_model(SCRIPT)) as server, Runtime(registry, base_url=server.base_url, model="default") as rt:
         # A delegated child whose own tool suspends presents to the boss (and the boss's
         # caller) as an ordinary pending tool result.
         h = rt.spawn(rt.root, "boss")

@@ -8,32 +8,20 @@ scripted OpenAI-compatible HTTP server, so the real HTTP path is used.
 
 from __future__ import annotations
 
-import json
-
 from toolnexus import AgentDef, Runtime
-from toolnexus.testing import ScriptedLLMServer, completion
+from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 
-
-def text(body, content):
-    reply = completion(body, {"role": "assistant", "content": content}, "stop")
-    return {**reply, "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
-
-
-def tool_call(body, call_id, name, args):
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-    return completion(body, {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
-
-
-def last_tool_content(body):
-    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"] or ""
+# The seed's final-text replies report 8 tokens; tool-call replies keep the default 15.
+TEXT_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
 
 def respond(body):
     # One mock for every agent, as in the seed: the explorer gets it too, so its own stray
     # `task` call (it has no team, hence no such tool) comes back as a tool error it reports.
-    if any(m["role"] == "tool" for m in body["messages"]):
-        return text(body, f"coordinator says: {last_tool_content(body)}")
-    return tool_call(body, "t1", "task", {"agent": "explorer", "prompt": "find the treasure"})
+    results = tool_messages(body)
+    if results:
+        return text_completion(body, f"coordinator says: {results[-1]}", TEXT_USAGE)
+    return tool_call_completion(body, [("t1", "task", {"agent": "explorer", "prompt": "find the treasure"})])
 
 
 def main() -> None:

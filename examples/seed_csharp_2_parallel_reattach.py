@@ -8,44 +8,29 @@ The model is a local scripted OpenAI-compatible HTTP server answering per model 
 
 from __future__ import annotations
 
-import json
-import threading
-
 from toolnexus import AgentDef, Runtime
-from toolnexus.testing import ScriptedLLMServer, completion
+from toolnexus.testing import ScriptedLLMServer, responder_by_model
 
 ASK = {"agent": "researcher", "prompt": "what is the answer?"}
+# The seed's final-text replies report 8 tokens; tool-call replies keep the default 15.
+TEXT_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
-
-def text(body, content):
-    reply = completion(body, {"role": "assistant", "content": content}, "stop")
-    return {**reply, "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
-
-
-def tool_calls(body, *calls):
-    wire = [{"id": i, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}} for i, name, args in calls]
-    return completion(body, {"role": "assistant", "content": None, "tool_calls": wire}, "tool_calls")
+SCRIPT = {
+    # ONE turn issues TWO parallel task calls for the SAME agent+prompt, then reports.
+    "coordinator-model": [
+        {"calls": [("c1", "task", ASK), ("c2", "task", ASK)]},
+        {"text": "got two answers back", "usage": TEXT_USAGE},
+    ],
+    "researcher-model": [{"text": "42", "usage": TEXT_USAGE}],
+}
 
 
 def main() -> None:
-    child_runs = 0
-    lock = threading.Lock()
-
-    def respond(body):
-        nonlocal child_runs
-        if body["model"] == "researcher-model":
-            with lock:
-                child_runs += 1
-            return text(body, "42")
-        if any(m["role"] == "tool" for m in body["messages"]):
-            return text(body, "got two answers back")
-        # ONE turn issues TWO parallel task calls for the SAME agent+prompt.
-        return tool_calls(body, ("c1", "task", ASK), ("c2", "task", ASK))
-
     registry = {
         "coordinator": AgentDef("coordinator", "asks twice, by accident", team=["researcher"]),
         "researcher": AgentDef("researcher", "researches an answer", model="researcher-model"),
     }
+    respond = responder_by_model(SCRIPT)  # respond.calls counts the requests per model
     with ScriptedLLMServer(respond) as server:
         rt = Runtime(registry, base_url=server.base_url, api_key="test-key", style="openai", model="coordinator-model")
         h = rt.spawn(rt.root, "coordinator")
@@ -56,6 +41,7 @@ def main() -> None:
         # Reattachment by task key (agent+prompt) is the only idempotency mechanism.
         children = rt.inspect(h).children
         assert len(children) == 1, f"expected 1 reattached child, got {len(children)}"
+        child_runs = respond.calls.get("researcher-model", 0)
         assert child_runs == 1, f"expected the researcher model to run exactly once, ran {child_runs} time(s)"
 
         rt.close(rt.root)

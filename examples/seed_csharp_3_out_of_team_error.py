@@ -8,31 +8,19 @@ result verbatim. The model is a local scripted OpenAI-compatible HTTP server.
 
 from __future__ import annotations
 
-import json
-
 from toolnexus import AgentDef, Runtime
-from toolnexus.testing import ScriptedLLMServer, completion
+from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 
-
-def text(body, content):
-    reply = completion(body, {"role": "assistant", "content": content}, "stop")
-    return {**reply, "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
-
-
-def tool_call(body, call_id, name, args):
-    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-    return completion(body, {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
-
-
-def last_tool_content(body):
-    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"] or ""
+# The seed's final-text replies report 8 tokens; tool-call replies keep the default 15.
+TEXT_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
 
 def respond(body):
-    if any(m["role"] == "tool" for m in body["messages"]):
-        return text(body, f"acknowledged: {last_tool_content(body)}")
+    results = tool_messages(body)
+    if results:
+        return text_completion(body, f"acknowledged: {results[-1]}", TEXT_USAGE)
     # Targets an agent that exists in the REGISTRY but not in THIS agent's team.
-    return tool_call(body, "r1", "task", {"agent": "stranger", "prompt": "hi"})
+    return tool_call_completion(body, [("r1", "task", {"agent": "stranger", "prompt": "hi"})])
 
 
 def main() -> None:

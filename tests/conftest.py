@@ -1,4 +1,5 @@
-"""Shared test helpers: join-with-timeout for anything that could hang."""
+"""Shared test helpers: join-with-timeout for anything that could hang, and the ``cleanup``
+fixture that releases gates and closes runtimes after a test (more helpers in ``_helpers.py``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import threading
 from typing import Any, Callable
 
 import pytest
+
+from _helpers import Gate, text
+from toolnexus import Runtime
 
 HANG_TIMEOUT = 10.0
 
@@ -35,3 +39,36 @@ def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never pick up a real key from the environment."""
     for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def cleanup():
+    """Hands out gates, events and runtimes; after the test, sets every event (releasing the
+    gates), then closes every runtime."""
+    events = []
+    runtimes = []
+
+    class Cleanup:
+        def gate(self, answer=None):
+            gate = Gate(answer or text("late"))
+            events.append(gate.release)
+            return gate
+
+        def event(self):
+            event = threading.Event()
+            events.append(event)
+            return event
+
+        def events_to_set(self, *more):
+            events.extend(more)
+
+        def runtime(self, registry, **options):
+            rt = Runtime(registry, **options)
+            runtimes.append(rt)
+            return rt
+
+    yield Cleanup()
+    for event in events:
+        event.set()
+    for rt in runtimes:
+        rt.close(rt.root)

@@ -74,19 +74,19 @@ def spent_parent(rt):
     return parent
 
 
-def test_carve_takes_parent_remaining_when_smaller(rt, spent_parent):
-    child = rt.spawn(spent_parent, "a", Budget(max_tokens=500, max_tool_calls=50))
-    assert (rt.budget(child).max_tokens, rt.budget(child).max_tool_calls) == (20, 8)
-
-
-def test_carve_keeps_own_budget_when_smaller(rt, spent_parent):
-    child = rt.spawn(spent_parent, "a", Budget(max_tokens=10, max_tool_calls=3))
-    assert (rt.budget(child).max_tokens, rt.budget(child).max_tool_calls) == (10, 3)
-
-
-def test_carve_of_unset_own_budget_is_parent_remaining(rt, spent_parent):
-    child = rt.spawn(spent_parent, "a")
-    assert (rt.budget(child).max_tokens, rt.budget(child).max_tool_calls) == (20, 8)
+@pytest.mark.parametrize(
+    ("own", "carved"),
+    [
+        (Budget(max_tokens=500, max_tool_calls=50), (20, 8)),
+        (Budget(max_tokens=10, max_tool_calls=3), (10, 3)),
+        (None, (20, 8)),
+    ],
+    ids=["takes_parent_remaining_when_smaller", "keeps_own_budget_when_smaller", "of_unset_own_budget_is_parent_remaining"],
+)
+def test_carve(rt, spent_parent, own, carved):
+    """A child's budget is the smaller of its own and what the parent has left (20 tokens, 8 calls)."""
+    child = rt.spawn(spent_parent, "a", own)
+    assert (rt.budget(child).max_tokens, rt.budget(child).max_tool_calls) == carved
 
 
 def test_carve_uses_the_defs_budget():

@@ -16,7 +16,7 @@ import toolnexus
 from toolnexus import AgentDef, Runtime
 from toolnexus.cli import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
 from toolnexus.data import HandleView, make_request
-from toolnexus.testing import ScriptedLLMServer, completion
+from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -87,20 +87,15 @@ def test_no_command_prints_usage() -> None:
 # --- run TEAM.toml ---------------------------------------------------------------------------
 
 
-def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-
-
 def team_responder(body: dict[str, Any]) -> dict[str, Any]:
     """Coordinator (has ``task``): delegate twice, then combine; others: one line of notes."""
     tools = [t["function"]["name"] for t in body.get("tools", [])]
-    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    results = tool_messages(body)
     if "task" in tools and not results:
-        calls = [_call("c1", "task", {"agent": "researcher", "prompt": "facts"}), _call("c2", "task", {"agent": "writer", "prompt": "prose"})]
-        return completion(body, {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls")
+        return tool_call_completion(body, [("c1", "task", {"agent": "researcher", "prompt": "facts"}), ("c2", "task", {"agent": "writer", "prompt": "prose"})])
     if results:
-        return completion(body, {"role": "assistant", "content": "final: " + " | ".join(results)}, "stop")
-    return completion(body, {"role": "assistant", "content": "notes on " + body["messages"][-1]["content"]}, "stop")
+        return text_completion(body, "final: " + " | ".join(results))
+    return text_completion(body, "notes on " + body["messages"][-1]["content"])
 
 
 TEAM_TOML = """\
@@ -176,10 +171,10 @@ def deploy(service: str, ctx: ToolContext):
 
 
 def approval_responder(body: dict[str, Any]) -> dict[str, Any]:
-    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    results = tool_messages(body)
     if not results:
-        return completion(body, {"role": "assistant", "content": None, "tool_calls": [_call("d1", "deploy", {"service": "api"})]}, "tool_calls")
-    return completion(body, {"role": "assistant", "content": "outcome: " + results[-1]}, "stop")
+        return tool_call_completion(body, [("d1", "deploy", {"service": "api"})])
+    return text_completion(body, "outcome: " + results[-1])
 
 
 @pytest.fixture

@@ -9,41 +9,10 @@ import threading
 
 import pytest
 
-from toolnexus import Client, LLMError, Tool, ToolResult, Toolkit, make_request, suspend
+from _helpers import Script, call, calls, make_client, text
+from toolnexus import LLMError, Tool, ToolResult, Toolkit, make_request, suspend
 
 SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}
-
-
-class Script:
-    """A thread-safe in-process model that replies from a list and records every request."""
-
-    def __init__(self, *replies):
-        self._replies = list(replies)
-        self._lock = threading.Lock()
-        self.requests = []
-
-    def __call__(self, request):
-        with self._lock:
-            self.requests.append(copy.deepcopy(request))
-            return self._replies.pop(0)
-
-
-def call(cid, name, arguments=None):
-    return {"id": cid, "name": name, "arguments": {} if arguments is None else arguments}
-
-
-def calls(*items, usage=None):
-    reply = {"tool_calls": list(items)}
-    if usage:
-        reply["usage"] = usage
-    return reply
-
-
-def text(content, usage=None):
-    reply = {"content": content}
-    if usage:
-        reply["usage"] = usage
-    return reply
 
 
 def echo_tool(seen=None):
@@ -53,10 +22,6 @@ def echo_tool(seen=None):
         return f"echo:{args.get('text')}"
 
     return Tool("echo", "Echo.", SCHEMA, execute)
-
-
-def make_client(script, **options):
-    return Client(model="m", generate=script, **options)
 
 
 def tool_messages(result):

@@ -9,16 +9,12 @@ import threading
 
 import pytest
 
+from _helpers import HANG, task
 from conftest import run_in_thread
 from toolnexus import AgentDef, Budget, Runtime
 from toolnexus.testing import ScriptedModel, last_user_text, tool_messages
 
-HANG = 10.0
 FAN_OUT = 6
-
-
-def task(cid, agent, prompt):
-    return {"id": cid, "name": "task", "arguments": {"agent": agent, "prompt": prompt}}
 
 
 # --- a delegation chain --------------------------------------------------------------------------------

@@ -6,13 +6,12 @@ import threading
 
 import pytest
 
-from toolnexus import AgentDef, Budget, Runtime, Tool, UnknownRequest, make_answer, make_request, suspend
+from _helpers import HANG, Asker, Gate, asker_step, spawn_pending, text
+from toolnexus import AgentDef, Budget, Runtime, UnknownRequest, make_answer
 from toolnexus.handle import Handle, HandleRecord, IllegalTransition
-from toolnexus.testing import ScriptedModel, tool_messages
+from toolnexus.testing import ScriptedModel
 
-HANG = 10.0
 ARROW = "\u2192"
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
 
 def record_handle():
@@ -99,41 +98,15 @@ def test_illegal_move_raises_illegal_transition(path, target):
 # --- transitions recorded by the runtime ---------------------------------------------------------
 
 
-class Asker:
-    def __init__(self):
-        self.requests = []
-
-    def execute(self, args, ctx):
-        if ctx.answer is None:
-            request = make_request("approval", "may I?")
-            self.requests.append(request)
-            return suspend(request)
-        return f"approved:{ctx.answer.data}"
-
-
-def asker_step(request):
-    found = tool_messages(request)
-    if found:
-        return {"content": "finished:" + ",".join(found)}
-    return {"tool_calls": [{"id": "c1", "name": "ask", "arguments": {}}]}
-
-
 @pytest.fixture
 def setup():
     """A runtime with an echo agent, an asking agent and a gated (blocking) agent."""
     asker = Asker()
-    entered = threading.Event()
-    release = threading.Event()
-
-    def gated(request):
-        entered.set()
-        release.wait(HANG)
-        return {"content": "late"}
-
-    model = ScriptedModel({"echo": lambda r: {"content": "ok"}, "asker": asker_step, "gated": gated})
+    gate = Gate(text("late"))
+    model = ScriptedModel({"echo": lambda r: text("ok"), "asker": asker_step, "gated": gate})
     registry = {
         "echo": AgentDef("echo", "Echoes.", model="echo"),
-        "asker": AgentDef("asker", "Asks.", model="asker", tools=[Tool("ask", "Asks.", EMPTY_SCHEMA, asker.execute)]),
+        "asker": AgentDef("asker", "Asks.", model="asker", tools=[asker.tool()]),
         "gated": AgentDef("gated", "Blocks.", model="gated"),
     }
     rt = Runtime(registry, generate=model)
@@ -142,9 +115,9 @@ def setup():
         pass
 
     s = Setup()
-    s.rt, s.asker, s.entered, s.release = rt, asker, entered, release
+    s.rt, s.asker, s.entered, s.release = rt, asker, gate.entered, gate.release
     yield s
-    release.set()
+    gate.release.set()
     rt.close(rt.root)
 
 
@@ -173,9 +146,7 @@ def test_state_is_running_during_a_turn(setup):
 
 def test_transitions_of_a_suspension_and_resume(setup):
     rt = setup.rt
-    h = rt.spawn(rt.root, "asker")
-    rt.wake(h, "go")
-    assert rt.wait(h, timeout=HANG).status == "pending"
+    h = spawn_pending(rt)
     assert rt.inspect(h).state == "suspended"
     assert rt.transitions(h) == arrows(("idle", "running"), ("running", "suspended"))
     rt.resume(make_answer(setup.asker.requests[0].id, True, data="yes"))
@@ -203,9 +174,7 @@ def test_transitions_of_an_interrupt_of_a_running_turn(setup):
 
 def test_transitions_of_an_interrupt_of_a_suspended_handle(setup):
     rt = setup.rt
-    h = rt.spawn(rt.root, "asker")
-    rt.wake(h, "go")
-    assert rt.wait(h, timeout=HANG).status == "pending"
+    h = spawn_pending(rt)
     rt.interrupt(h)
     assert rt.inspect(h).state == "idle"
     assert rt.inspect(h).pending is None
@@ -216,9 +185,7 @@ def test_transitions_of_an_interrupt_of_a_suspended_handle(setup):
 
 def test_transitions_of_closing_a_suspended_handle(setup):
     rt = setup.rt
-    h = rt.spawn(rt.root, "asker")
-    rt.wake(h, "go")
-    assert rt.wait(h, timeout=HANG).status == "pending"
+    h = spawn_pending(rt)
     rt.close(h)
     assert rt.inspect(h).state == "closed"
     assert rt.transitions(h) == arrows(

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from _helpers import EMPTY_SCHEMA, HANG, Asker, Recorder, asker_runtime, asker_step, call, calls, gated_runtime
+from _helpers import text as reply
 from conftest import run_in_thread
 from toolnexus import (
     AgentDef,
@@ -18,81 +20,32 @@ from toolnexus import (
     Tool,
     UnknownRequest,
     make_answer,
-    make_request,
-    suspend,
 )
-from toolnexus.testing import ScriptedLLMServer, ScriptedModel, last_user_text, tool_messages
+from toolnexus.testing import ScriptedLLMServer, ScriptedModel, tool_messages
 
-HANG = 10.0
 PROMPT = 1.0  # "promptly": generous for a loaded 2-core machine, far below any stall or shutdown_ms
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
 
-# --- helpers -----------------------------------------------------------------------------------
+# --- helpers (shared ones in _helpers.py; the ``cleanup`` fixture is in conftest.py) --------------
 
 
-def reply(text):
-    return {"content": text}
-
-
-def calls(*items):
-    return {"tool_calls": list(items)}
-
-
-def call(cid, name, arguments=None):
-    return {"id": cid, "name": name, "arguments": arguments or {}}
-
-
-class Gate:
-    """A model step that blocks (ignoring cancellation) until released."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, request):
-        self.entered.set()
-        self.release.wait(HANG)
-        return self.answer
-
-
-class FirstCallGated:
-    """The first model call blocks on a Gate; later calls echo and record their input."""
+class FirstCallGated(Recorder):
+    """A Recorder whose first model call blocks on a Gate; later calls echo."""
 
     def __init__(self, gate):
+        super().__init__()
         self.gate = gate
-        self.lock = threading.Lock()
-        self.inputs = []
 
     def __call__(self, request):
-        text = last_user_text(request)
-        with self.lock:
-            self.inputs.append(text)
-            first = len(self.inputs) == 1
-        return self.gate(request) if first else reply("echo:" + text)
+        said, before = self.record(request)
+        return self.gate(request) if before == 0 else reply("echo:" + said)
 
 
-class Asker:
-    """A tool that suspends until answered."""
-
-    def __init__(self):
-        self.requests = []
-
-    def execute(self, args, ctx):
-        if ctx.answer is None:
-            request = make_request("approval", "may I?")
-            self.requests.append(request)
-            return suspend(request)
-        return f"approved:{ctx.answer.data}"
-
-    def tool(self):
-        return Tool("ask", "Asks a human.", EMPTY_SCHEMA, self.execute)
-
-
-def asker_step(request):
-    found = tool_messages(request)
-    return reply("finished:" + ",".join(found)) if found else calls(call("c1", "ask"))
+def first_call_gated(cleanup):
+    """A ``slow`` runtime whose first model call blocks on a gate: ``(gate, model, rt)``."""
+    gate = cleanup.gate()
+    model = FirstCallGated(gate)
+    return gate, model, gated_runtime(cleanup, model)
 
 
 class Waiter:
@@ -125,38 +78,6 @@ class StallSignal(threading.Event):
 
 
 @pytest.fixture
-def cleanup():
-    """Hands out gates and runtimes; releases every gate, then closes every runtime."""
-    events = []
-    runtimes = []
-
-    class Cleanup:
-        def gate(self, answer=None):
-            gate = Gate(answer or reply("late"))
-            events.append(gate.release)
-            return gate
-
-        def event(self):
-            event = threading.Event()
-            events.append(event)
-            return event
-
-        def events_to_set(self, *more):
-            events.extend(more)
-
-        def runtime(self, registry, **options):
-            rt = Runtime(registry, **options)
-            runtimes.append(rt)
-            return rt
-
-    yield Cleanup()
-    for event in events:
-        event.set()
-    for rt in runtimes:
-        rt.close(rt.root)
-
-
-@pytest.fixture
 def stalled_server():
     stall = StallSignal()
     server = ScriptedLLMServer(stall_until=stall)
@@ -165,8 +86,17 @@ def stalled_server():
     server.close()
 
 
-def gated_runtime(cleanup, gate, **options):
-    return cleanup.runtime({"slow": AgentDef("slow", "Slow.", model="slow")}, generate=ScriptedModel({"slow": gate}), **options)
+def stalled_http_runtime(server, shutdown_ms):
+    """A runtime whose agent ``m`` talks, without retries, to ``server`` (which stalls every request)."""
+    return Runtime({"m": AgentDef("m", "Talks over HTTP.")}, base_url=server.base_url, model="scripted", retries=0, shutdown_ms=shutdown_ms)
+
+
+def wake_into_stall(rt, server):
+    """Spawn ``m`` and wake it; returns the handle once its HTTP call is stalling in ``server``."""
+    h = rt.spawn(rt.root, "m")
+    rt.wake(h, "go")
+    assert server.stall.stalling.wait(HANG)
+    return h
 
 
 def started(rt, gate, name="slow", prompt="go"):
@@ -210,9 +140,7 @@ def test_interrupted_turn_late_reply_is_discarded(cleanup):
 
 
 def test_interrupt_puts_taken_inbox_items_back_before_newer_posts(cleanup):
-    gate = cleanup.gate()
-    model = FirstCallGated(gate)
-    rt = cleanup.runtime({"slow": AgentDef("slow", "Slow.", model="slow")}, generate=ScriptedModel({"slow": model}))
+    gate, model, rt = first_call_gated(cleanup)
     h = rt.spawn(rt.root, "slow")
     rt.post(h, "alpha")
     rt.post(h, "beta", sender="root", channel="memo")
@@ -237,9 +165,7 @@ def test_interrupt_puts_taken_inbox_items_back_before_newer_posts(cleanup):
 
 
 def test_interrupt_puts_back_external_items_in_their_original_order(cleanup):
-    gate = cleanup.gate()
-    model = FirstCallGated(gate)
-    rt = cleanup.runtime({"slow": AgentDef("slow", "Slow.", model="slow")}, generate=ScriptedModel({"slow": model}))
+    gate, model, rt = first_call_gated(cleanup)
     h = rt.spawn(rt.root, "slow")
     rt.post(h, "one")
     rt.post(h, "two")
@@ -259,10 +185,7 @@ def test_interrupt_puts_back_external_items_in_their_original_order(cleanup):
 
 def test_interrupt_of_suspended_handle_cancels_its_request(cleanup):
     asker = Asker()
-    rt = cleanup.runtime(
-        {"asker": AgentDef("asker", "Asks.", model="asker", tools=[asker.tool()])},
-        generate=ScriptedModel({"asker": asker_step}),
-    )
+    rt = asker_runtime(cleanup, asker)
     h = rt.spawn(rt.root, "asker")
     rt.post(h, "note")
     rt.wake(h, "go")
@@ -327,13 +250,7 @@ def test_interrupt_on_idle_handle_is_a_noop(cleanup):
 @pytest.mark.parametrize("attempt", range(3))
 def test_interrupt_of_in_flight_http_call_is_prompt(stalled_server, attempt):
     before = set(threading.enumerate())
-    rt = Runtime(
-        {"m": AgentDef("m", "Talks over HTTP.")},
-        base_url=stalled_server.base_url,
-        model="scripted",
-        retries=0,
-        shutdown_ms=5000,
-    )
+    rt = stalled_http_runtime(stalled_server, shutdown_ms=5000)
     try:
         h = rt.spawn(rt.root, "m")
         rt.wake(h, "go")
@@ -363,11 +280,9 @@ def test_interrupt_of_in_flight_http_call_is_prompt(stalled_server, attempt):
 
 def test_force_close_of_root_aborts_a_stalled_http_call_at_once(stalled_server):
     before = set(threading.enumerate())
-    rt = Runtime({"m": AgentDef("m", "Talks.")}, base_url=stalled_server.base_url, model="scripted", retries=0, shutdown_ms=10_000)
+    rt = stalled_http_runtime(stalled_server, shutdown_ms=10_000)
     try:
-        h = rt.spawn(rt.root, "m")
-        rt.wake(h, "go")
-        assert stalled_server.stall.stalling.wait(HANG)
+        h = wake_into_stall(rt, stalled_server)
         begun = time.monotonic()
         rt.close(rt.root, force=True)
         assert time.monotonic() - begun < PROMPT
@@ -379,11 +294,9 @@ def test_force_close_of_root_aborts_a_stalled_http_call_at_once(stalled_server):
 
 
 def test_close_of_root_with_stalled_http_call_is_bounded_by_shutdown_ms(stalled_server):
-    rt = Runtime({"m": AgentDef("m", "Talks.")}, base_url=stalled_server.base_url, model="scripted", retries=0, shutdown_ms=200)
+    rt = stalled_http_runtime(stalled_server, shutdown_ms=200)
     try:
-        h = rt.spawn(rt.root, "m")
-        rt.wake(h, "go")
-        assert stalled_server.stall.stalling.wait(HANG)
+        h = wake_into_stall(rt, stalled_server)
         begun = time.monotonic()
         rt.close(rt.root)
         elapsed = time.monotonic() - begun

@@ -16,122 +16,24 @@ from toolnexus import (
     ToolnexusError,
     UnknownHandle,
     make_answer,
-    make_request,
-    suspend,
 )
 from toolnexus.handle import Handle
 from toolnexus.testing import USAGE, ScriptedModel, last_user_text, tool_messages
 
+from _helpers import EMPTY_SCHEMA, HANG, Asker, Recorder, asker_runtime, asker_step, call, calls, gated_runtime, spawn_pending, task
+from _helpers import text as reply
 from conftest import run_in_thread
 
-HANG = 10.0
-EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
-
-# --- helpers -------------------------------------------------------------------------------
-
-
-def reply(text):
-    return {"content": text}
-
-
-def calls(*items):
-    return {"tool_calls": list(items)}
-
-
-def call(cid, name, arguments=None):
-    return {"id": cid, "name": name, "arguments": arguments or {}}
-
-
-def task(cid, agent, prompt):
-    return call(cid, "task", {"agent": agent, "prompt": prompt})
+# --- helpers (shared ones in _helpers.py; the ``cleanup`` fixture is in conftest.py) -----------
 
 
 def echo(request):
     return reply("echo:" + last_user_text(request))
 
 
-class Gate:
-    """A model step that blocks until released; ``entered`` is set when the call arrives."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, request):
-        self.entered.set()
-        self.release.wait(HANG)
-        return self.answer
-
-
-class Recorder:
-    """An in-process model step that records the last user text of every call, then echoes."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.inputs = []
-
-    def __call__(self, request):
-        text = last_user_text(request)
-        with self.lock:
-            self.inputs.append(text)
-        return reply("echo:" + text)
-
-
 def ping_tool():
     return Tool("ping", "Pings.", EMPTY_SCHEMA, lambda args, ctx: "pong")
-
-
-class Asker:
-    """A tool that suspends on its first run and completes with the answer's data."""
-
-    def __init__(self):
-        self.requests = []
-
-    def execute(self, args, ctx):
-        if ctx.answer is None:
-            request = make_request("approval", "may I?")
-            self.requests.append(request)
-            return suspend(request)
-        return f"approved:{ctx.answer.data}"
-
-    def tool(self):
-        return Tool("ask", "Asks a human.", EMPTY_SCHEMA, self.execute)
-
-
-def asker_step(request):
-    found = tool_messages(request)
-    return reply("finished:" + ",".join(found)) if found else calls(call("c1", "ask"))
-
-
-@pytest.fixture
-def cleanup():
-    """Hands out events and runtimes; releases every event, then closes every runtime."""
-    events = []
-    runtimes = []
-
-    class Cleanup:
-        def event(self):
-            event = threading.Event()
-            events.append(event)
-            return event
-
-        def gate(self, answer):
-            gate = Gate(answer)
-            events.append(gate.release)
-            return gate
-
-        def runtime(self, registry, **options):
-            rt = Runtime(registry, **options)
-            runtimes.append(rt)
-            return rt
-
-    yield Cleanup()
-    for event in events:
-        event.set()
-    for rt in runtimes:
-        rt.close(rt.root)
 
 
 def echo_runtime(cleanup, **options):
@@ -347,7 +249,7 @@ def test_wake_of_root_is_refused(cleanup):
 
 def test_wait_with_timeout_on_running_handle_returns_timeout_and_keeps_running(cleanup):
     gate = cleanup.gate(reply("finally"))
-    rt = cleanup.runtime({"slow": AgentDef("slow", "Slow.", model="slow")}, generate=ScriptedModel({"slow": gate}))
+    rt = gated_runtime(cleanup, gate)
     h = rt.spawn(rt.root, "slow")
     rt.wake(h, "go")
     assert gate.entered.wait(HANG)
@@ -429,13 +331,8 @@ def test_inspect_reports_every_field(cleanup):
 
 def test_inspect_shows_pending_request_of_suspended_handle(cleanup):
     asker = Asker()
-    rt = cleanup.runtime(
-        {"asker": AgentDef("asker", "Asks.", model="asker", tools=[asker.tool()])},
-        generate=ScriptedModel({"asker": asker_step}),
-    )
-    h = rt.spawn(rt.root, "asker")
-    rt.wake(h, "go")
-    assert rt.wait(h, timeout=HANG).status == "pending"
+    rt = asker_runtime(cleanup, asker)
+    h = spawn_pending(rt)
     view = rt.inspect(h)
     assert view.state == "suspended"
     assert view.pending is not None
@@ -531,10 +428,7 @@ def test_host_can_seed_handle_history_through_the_store(cleanup):
 
 def test_pending_turn_is_saved_as_it_was_before_the_turn(cleanup):
     asker = Asker()
-    rt = cleanup.runtime(
-        {"asker": AgentDef("asker", "Asks.", model="asker", tools=[asker.tool()])},
-        generate=ScriptedModel({"asker": asker_step}),
-    )
+    rt = asker_runtime(cleanup, asker)
     h = rt.spawn(rt.root, "asker")
     seed = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"}]
     rt.conversation_store.save(h.id, seed)

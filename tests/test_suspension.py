@@ -12,35 +12,10 @@ import responses
 from responses import matchers
 from responses.registries import OrderedRegistry
 
+from _helpers import Script, call, calls, make_client, text
 from toolnexus import Answer, Client, InMemoryStore, Tool, Toolkit, UnknownRequest, make_answer, make_request, suspend
 
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string"}}}
-
-
-class Script:
-    """A thread-safe in-process model that replies from a list and records every request."""
-
-    def __init__(self, *replies):
-        self._replies = list(replies)
-        self._lock = threading.Lock()
-        self.requests = []
-
-    def __call__(self, request):
-        with self._lock:
-            self.requests.append(copy.deepcopy(request))
-            return self._replies.pop(0)
-
-
-def call(cid, name, arguments=None):
-    return {"id": cid, "name": name, "arguments": arguments or {}}
-
-
-def calls(*items):
-    return {"tool_calls": list(items)}
-
-
-def text(content):
-    return {"content": content}
 
 
 class Approval:
@@ -83,6 +58,13 @@ class Counter:
         return Tool(self.name, "Echo.", SCHEMA, self.execute)
 
 
+def one_approval(**options):
+    """An ``Approval(**options)``, a toolkit of just its tool, and a script that calls it once
+    (``c1``, x="a"), then says "fin": ``(approval, kit, script)``."""
+    approval = Approval(**options)
+    return approval, Toolkit([approval.tool()]), Script(calls(call("c1", "approve", {"x": "a"})), text("fin"))
+
+
 def tool_results(messages):
     """(tool_call_id, content) for every tool result in an openai transcript."""
     return [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"]
@@ -93,10 +75,6 @@ def assert_balanced_openai(messages):
     result_ids = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert collections.Counter(result_ids) == collections.Counter(call_ids)
     assert all(n == 1 for n in collections.Counter(result_ids).values())
-
-
-def make_client(script, **options):
-    return Client(model="m", generate=script, **options)
 
 
 # --- §10.1 with wait_for ------------------------------------------------------------------------
@@ -252,9 +230,7 @@ def test_resume_from_messages_reruns_the_halted_call_with_the_answer_and_runs_th
 
 
 def test_resume_does_not_mutate_the_given_messages():
-    approval = Approval()
-    kit = Toolkit([approval.tool()])
-    script = Script(calls(call("c1", "approve", {"x": "a"})), text("fin"))
+    approval, kit, script = one_approval()
     with make_client(script) as client:
         first = client.run("go", kit)
         snapshot = copy.deepcopy(first.messages)
@@ -263,9 +239,7 @@ def test_resume_does_not_mutate_the_given_messages():
 
 
 def test_resume_from_the_store_by_id_saves_the_continued_transcript():
-    approval = Approval()
-    kit = Toolkit([approval.tool()])
-    script = Script(calls(call("c1", "approve", {"x": "a"})), text("fin"))
+    approval, kit, script = one_approval()
     with make_client(script) as client:
         first = client.ask("go", kit, id="conv")
         assert client.conversation_store.get("conv") == first.messages
@@ -279,9 +253,7 @@ def test_resume_from_the_store_by_id_saves_the_continued_transcript():
 
 
 def test_resume_with_a_declined_answer_feeds_back_declined_without_rerunning():
-    approval = Approval()
-    kit = Toolkit([approval.tool()])
-    script = Script(calls(call("c1", "approve", {"x": "a"})), text("fin"))
+    approval, kit, script = one_approval()
     with make_client(script) as client:
         first = client.run("go", kit)
         result = client.resume(first.pending, make_answer(first.pending.id, False, reason="expired"), kit, messages=first.messages)
@@ -292,9 +264,7 @@ def test_resume_with_a_declined_answer_feeds_back_declined_without_rerunning():
 
 
 def test_resume_when_the_halted_call_suspends_again_returns_pending_again():
-    approval = Approval(stages=2)
-    kit = Toolkit([approval.tool()])
-    script = Script(calls(call("c1", "approve", {"x": "a"})), text("fin"))
+    approval, kit, script = one_approval(stages=2)
     with make_client(script) as client:
         first = client.run("go", kit)
         second = client.resume(first.pending, make_answer(first.pending.id, True), kit, messages=first.messages)

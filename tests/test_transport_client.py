@@ -39,6 +39,14 @@ def anthropic_client(**options) -> Client:
     return Client(base_url=ANTHROPIC_BASE, model="claude-test", style="anthropic", **options)
 
 
+def run_expecting_llm_error(**options) -> LLMError:
+    """Run one prompt on ``openai_client(**options)``; it must raise LLMError, which is returned."""
+    with openai_client(**options) as client:
+        with pytest.raises(LLMError) as info:
+            client.run("x")
+    return info.value
+
+
 def oa_text(text: str, prompt_tokens: int = 1, completion_tokens: int = 1) -> dict:
     return {
         "choices": [{"message": {"role": "assistant", "content": text}}],
@@ -251,11 +259,9 @@ def test_429_with_retry_after_zero_is_retried_without_backoff():
 def test_503_is_retried_then_llm_error_after_retries_exhausted():
     for _ in range(3):
         responses.post(OPENAI_URL, status=503, body="overloaded")
-    with openai_client(retries=2) as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert info.value.status == 503
-    assert "overloaded" in info.value.body_excerpt
+    error = run_expecting_llm_error(retries=2)
+    assert error.status == 503
+    assert "overloaded" in error.body_excerpt
     assert len(responses.calls) == 3
 
 
@@ -308,10 +314,8 @@ def test_on_error_fail_stops_retrying_and_gets_the_info_dict():
         seen.append(info)
         return "fail"
 
-    with openai_client(on_error=on_error, retries=3) as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert info.value.status == 503
+    error = run_expecting_llm_error(on_error=on_error, retries=3)
+    assert error.status == 503
     assert len(responses.calls) == 1
     assert len(seen) == 1
     assert set(seen[0]) == {"error", "status", "attempt", "retryable"}
@@ -351,50 +355,42 @@ def assert_key_free(exc: BaseException) -> None:
 @responses.activate(registry=OrderedRegistry)
 def test_non_json_200_raises_llm_error_without_retry():
     responses.post(OPENAI_URL, body="<html>gateway says hi</html>", status=200)
-    with openai_client() as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert info.value.status == 200
-    assert "gateway says hi" in info.value.body_excerpt
+    error = run_expecting_llm_error()
+    assert error.status == 200
+    assert "gateway says hi" in error.body_excerpt
     assert len(responses.calls) == 1
-    assert_key_free(info.value)
+    assert_key_free(error)
 
 
 @responses.activate(registry=OrderedRegistry)
 def test_empty_choices_raise_llm_error():
     responses.post(OPENAI_URL, json={"choices": []})
-    with openai_client() as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert info.value.status == 200
-    assert "choices" in info.value.body_excerpt
-    assert_key_free(info.value)
+    error = run_expecting_llm_error()
+    assert error.status == 200
+    assert "choices" in error.body_excerpt
+    assert_key_free(error)
 
 
 @responses.activate(registry=OrderedRegistry)
 def test_http_400_is_not_retried_and_the_echoed_key_is_scrubbed():
     responses.post(OPENAI_URL, status=400, body=f"invalid request for key {KEY}")
     responses.post(OPENAI_URL, json=oa_text("never"))
-    with openai_client() as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert info.value.status == 400
-    assert "invalid request" in info.value.body_excerpt
+    error = run_expecting_llm_error()
+    assert error.status == 400
+    assert "invalid request" in error.body_excerpt
     assert len(responses.calls) == 1
-    assert_key_free(info.value)
+    assert_key_free(error)
 
 
 @responses.activate(registry=OrderedRegistry)
 def test_connection_error_is_retried_then_raises_llm_error():
     for _ in range(3):
         responses.post(OPENAI_URL, body=requests.ConnectionError(f"refused while sending {KEY}"))
-    with openai_client(retries=2) as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert info.value.status is None
-    assert "refused" in info.value.body_excerpt
+    error = run_expecting_llm_error(retries=2)
+    assert error.status is None
+    assert "refused" in error.body_excerpt
     assert len(responses.calls) == 3
-    assert_key_free(info.value)
+    assert_key_free(error)
 
 
 @responses.activate(registry=OrderedRegistry)
@@ -494,11 +490,9 @@ def test_ask_without_id_is_run_and_saves_nothing():
 def test_a_timeout_is_never_retried():
     responses.post(OPENAI_URL, body=requests.exceptions.ReadTimeout("slow"))
     responses.post(OPENAI_URL, json=oa_text("never"))
-    with openai_client(timeout_ms=50, retries=3) as client:
-        with pytest.raises(LLMError) as info:
-            client.run("x")
-    assert isinstance(info.value, TimeoutError)
-    assert info.value.status is None
+    error = run_expecting_llm_error(timeout_ms=50, retries=3)
+    assert isinstance(error, TimeoutError)
+    assert error.status is None
     assert len(responses.calls) == 1
 
 

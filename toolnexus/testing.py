@@ -28,7 +28,18 @@ Responder = Callable[[dict[str, Any]], dict[str, Any]]
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 STALL_LIMIT_S = 30.0
 
-__all__ = ["ScriptedLLMServer", "ScriptedModel", "two_turn_responder", "completion", "tool_messages", "last_user_text", "USAGE"]
+__all__ = [
+    "ScriptedLLMServer",
+    "ScriptedModel",
+    "two_turn_responder",
+    "completion",
+    "tool_messages",
+    "last_user_text",
+    "USAGE",
+    "text_completion",
+    "tool_call_completion",
+    "responder_by_model",
+]
 
 
 def completion(
@@ -312,3 +323,88 @@ def last_user_text(request: dict[str, Any]) -> str:
     """The text of the last user message in an in-process model request."""
     users = [m for m in request["messages"] if m.get("role") == "user"]
     return _text_of(users[-1].get("content")) if users else ""
+
+
+# --- reply builders and a per-model responder for ScriptedLLMServer ------------------------------
+#
+# ``tool_messages(body)`` above also reads an HTTP request body: it lists the contents of the
+# body's ``role == "tool"`` messages, so ``tool_messages(body)[-1]`` is the latest tool result.
+
+CallSpec = tuple[str, str, dict[str, Any]] | dict[str, Any]
+
+
+def _with_usage(reply: dict[str, Any], usage: dict[str, int] | None) -> dict[str, Any]:
+    """``reply`` with its ``usage`` replaced by a copy of ``usage`` (unchanged when None)."""
+    return reply if usage is None else {**reply, "usage": dict(usage)}
+
+
+def text_completion(body: dict[str, Any], content: str, usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """A final-text chat completion (``finish_reason="stop"``) answering the request ``body``.
+
+    ``usage`` replaces the default :data:`USAGE` (10 + 5 = 15 tokens) when given.
+    """
+    return _with_usage(completion(body, {"role": "assistant", "content": content}, "stop"), usage)
+
+
+def tool_call_completion(
+    body: dict[str, Any], calls: list[CallSpec] | tuple[CallSpec, ...], usage: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """A chat completion whose assistant message asks for ``calls`` (``finish_reason="tool_calls"``).
+
+    Each call is an ``(id, name, args)`` tuple or a dict ``{"id": ..., "name": ..., "args": {...}}``
+    (missing ``args`` means ``{}``); ``args`` is sent JSON-encoded, as OpenAI does. ``usage``
+    replaces the default :data:`USAGE` when given.
+    """
+    wire = []
+    for spec in calls:
+        if isinstance(spec, dict):
+            call_id, name, args = spec["id"], spec["name"], spec.get("args") or {}
+        else:
+            call_id, name, args = spec
+        wire.append(_tool_call(call_id, name, args))
+    message = {"role": "assistant", "content": None, "tool_calls": wire}
+    return _with_usage(completion(body, message, "tool_calls"), usage)
+
+
+HTTPStep = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class _ByModelResponder:
+    """The responder built by :func:`responder_by_model` (see there)."""
+
+    def __init__(self, script: dict[str, list[HTTPStep]], default: HTTPStep) -> None:
+        self._script = script
+        self._default = default
+        self._lock = threading.Lock()  # guards: calls
+        self.calls: dict[str, int] = {}
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        model = body.get("model") or ""
+        with self._lock:
+            index = self.calls.get(model, 0)
+            self.calls[model] = index + 1
+        steps = self._script.get(model) or ()
+        step = steps[index] if index < len(steps) else self._default
+        if callable(step):
+            return step(body)
+        usage = step.get("usage")
+        if step.get("calls"):
+            return tool_call_completion(body, step["calls"], usage)
+        return text_completion(body, step["text"], usage)
+
+
+def responder_by_model(script: dict[str, list[HTTPStep]], *, default: HTTPStep | None = None) -> _ByModelResponder:
+    """A :class:`ScriptedLLMServer` responder that answers each model from its own list of steps.
+
+    The n-th request naming ``body["model"]`` gets the n-th step of ``script[model]``. A step
+    is ``{"text": ...}`` (a final text), ``{"calls": [...]}`` (tool calls, each an
+    ``(id, name, args)`` tuple or ``{"id", "name", "args"}`` dict, see
+    :func:`tool_call_completion`), either with an optional ``"usage"``, or a callable
+    ``step(body) -> reply`` returning a whole chat completion. A model past the end of its
+    steps, or with no script at all, gets ``default`` (the text ``"done"`` when not given).
+
+    Thread-safe: steps are counted per model under a lock, so concurrent requests (parallel
+    tool calls, teammates) each take a different step. The returned responder's ``calls``
+    dict counts the requests seen per model.
+    """
+    return _ByModelResponder(script, {"text": "done"} if default is None else default)
