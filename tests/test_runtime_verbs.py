@@ -640,3 +640,19 @@ def test_run_agent_works_from_inside_a_running_asyncio_loop():
 
     result = asyncio.run(inside_a_loop())
     assert (result.status, result.text) == ("done", "lead: helped")
+
+
+def test_a_tool_raising_system_exit_still_settles_the_turn_for_its_waiters():
+    from toolnexus import Tool
+
+    def bail(args, ctx):
+        raise SystemExit(3)
+
+    registry = {"a": AgentDef("a", "Exits.", model="a", tools=[Tool("bail", "", None, bail)])}
+    model = ScriptedModel({"a": [{"tool_calls": [{"id": "c1", "name": "bail", "arguments": {}}]}, {"content": "unreachable"}]})
+    with Runtime(registry, generate=model) as rt:
+        h = rt.spawn(rt.root, "a")
+        rt.wake(h, "go")
+        result = rt.wait(h, timeout=10)
+        assert (result.status, result.is_error) == ("error", True)
+        assert rt.inspect(h).state == "idle"

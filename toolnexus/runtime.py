@@ -282,9 +282,11 @@ class Runtime:
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
             result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
+        except BaseException as exc:  # SystemExit in a tool: settle so no waiter hangs, then go on up
+            self._settle(handle, turn, self._turns.failed(handle, turn, exc), None)
+            raise
         self._settle(handle, turn, result, run)
         self._turns.emit_run(handle, result, run, started, error)
-
 
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""

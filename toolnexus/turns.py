@@ -85,7 +85,7 @@ class TurnRunner:
         )
         return result, run
 
-    def failed(self, handle: Handle, turn: Turn, exc: Exception) -> AgentResult:
+    def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
         return AgentResult(text=text, status="error", is_error=True, total_tokens=self._spent(handle, turn), handle_id=handle.id)
