@@ -166,7 +166,7 @@ def _last_tool_turn(style: ModuleType, messages: list[dict[str, Any]]) -> tuple[
 
 
 def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
-    tools = engine.style.tools_payload(toolkit) if engine.generate is None else toolkit.schemas("openai")
+    tools = engine.style.tools_payload(toolkit)  # the in-process model uses the openai style
     while True:
         limit = _limit_reached(spec, state)
         if limit is not None:
