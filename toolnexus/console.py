@@ -1,0 +1,192 @@
+"""What a person sees while a team runs: the live handle tree and approval prompts.
+
+The tree is redrawn in place on a terminal and printed as plain snapshots, one per change,
+when the output is piped. Approvals are asked at the terminal (``Approve? [y/n]``), taken
+from a fixed decision, or read as one line from piped stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from typing import IO, Sequence
+
+from .data import Answer, HandleView, Request, make_answer
+from .runtime import Runtime
+
+REFRESH_S = 0.1
+
+_CSI = "\x1b["
+
+
+# --- the live handle tree ----------------------------------------------------------------
+
+
+def tree_lines(views: Sequence[HandleView]) -> list[str]:
+    """One aligned line per handle, indented by depth: id, state, turns, tokens."""
+    if not views:
+        return []
+    depth = {view.id: view.id.count("/") for view in views}
+    width = max(2 * depth[view.id] + len(view.id) for view in views)
+    lines = []
+    for view in views:
+        label = "  " * depth[view.id] + view.id
+        line = f"{label:<{width}}  {view.state:<9}  turns {view.turns:>2}  tokens {view.tokens:>6}"
+        if view.pending is not None:
+            line += "  (waiting for an answer)"
+        lines.append(line.rstrip())
+    return lines
+
+
+class LiveTree:
+    """Shows ``rt.handles()`` while a run goes on, from a small refresh thread.
+
+    On a terminal the tree is redrawn in place with ANSI cursor movement; otherwise each
+    change is printed once as plain lines (a snapshot followed by an empty line). The
+    thread wakes every ``REFRESH_S`` seconds on an ``Event`` and draws only when the tree
+    changed; ``stop()`` ends and joins it.
+    """
+
+    def __init__(self, rt: Runtime, stream: IO[str], *, tty: bool | None = None, enabled: bool = True) -> None:
+        self._rt = rt
+        self._out = stream
+        self._tty = _is_tty(stream) if tty is None else tty
+        self._enabled = enabled
+        self._lock = threading.Lock()  # guards: _last, _drawn, _paused, writes to the stream
+        self._last: list[str] | None = None
+        self._drawn = 0
+        self._paused = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> LiveTree:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if not self._enabled or self._thread is not None:
+            return
+        if self._tty:
+            self._write(f"{_CSI}?25l")  # hide the cursor while redrawing
+        self._thread = threading.Thread(target=self._loop, name="toolnexus-tree", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Draw the last change, end the refresh thread and wait for it."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self.refresh()
+        if self._tty:
+            self._write(f"{_CSI}?25h")
+
+    def pause(self) -> None:
+        """Draw the current tree and stop drawing (so a question can be asked below it)."""
+        self.refresh()
+        with self._lock:
+            self._paused = True
+            self._drawn = 0  # what comes next is printed below; start a fresh region
+        if self._tty and self._thread is not None:
+            self._write(f"{_CSI}?25h")  # the person answering needs to see the cursor
+
+    def unpause(self) -> None:
+        with self._lock:
+            self._paused = False
+            self._last = None
+        if self._tty and self._thread is not None:
+            self._write(f"{_CSI}?25l")
+
+    def refresh(self) -> None:
+        if not self._enabled:
+            return
+        lines = tree_lines(self._rt.handles())
+        with self._lock:
+            if self._paused or lines == self._last:
+                return
+            self._last = lines
+            if self._tty:
+                self._redraw(lines)
+            else:
+                self._out.write("\n".join(lines) + "\n\n")
+                self._out.flush()
+
+    def _redraw(self, lines: list[str]) -> None:
+        columns = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+        parts = [f"{_CSI}{self._drawn}F" if self._drawn else "\r"]
+        parts += [f"{_CSI}2K{line[:columns]}\n" for line in lines]
+        parts.append(f"{_CSI}J")  # clear what a longer previous tree left below
+        self._out.write("".join(parts))
+        self._out.flush()
+        self._drawn = len(lines)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(REFRESH_S):
+            try:
+                self.refresh()
+            except Exception:  # a display problem must never take the run down
+                return
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self._out.write(text)
+            self._out.flush()
+
+
+def _is_tty(stream: IO[str]) -> bool:
+    try:
+        return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+# --- approvals -------------------------------------------------------------------------
+
+
+class Approver:
+    """Answers approval requests: a fixed decision (``--yes``/``--no``), the person at the
+    terminal (asked until they type y or n), or one line read from piped stdin. End of
+    input declines."""
+
+    def __init__(self, decision: bool | None, stdin: IO[str], out: IO[str]) -> None:
+        self._decision = decision
+        self._in = stdin
+        self._out = out
+
+    def __call__(self, request: Request) -> Answer:
+        path = "/".join((request.data or {}).get("path") or [])
+        where = f" (from {path})" if path else ""
+        self._say(f"\n{request.kind} needed{where}:\n  {request.prompt}\n")
+        ok = self._decide()
+        return make_answer(request.id, ok) if ok else make_answer(request.id, False, reason="declined")
+
+    def _decide(self) -> bool:
+        if self._decision is not None:
+            self._say(f"Approve? [y/n] {'y' if self._decision else 'n'} ({'--yes' if self._decision else '--no'})\n\n")
+            return self._decision
+        interactive = _is_tty(self._in)
+        while True:
+            self._say("Approve? [y/n] ")
+            line = self._in.readline()
+            if not line:  # end of input: nobody can say yes
+                self._say("(no answer: declined)\n\n")
+                return False
+            reply = line.strip().lower()
+            if not interactive:
+                self._say(f"{reply}\n")
+            if reply in ("y", "yes"):
+                self._say("\n")
+                return True
+            if reply in ("n", "no") or not interactive:
+                self._say("\n")
+                return False
+            self._say("please answer y or n\n")
+
+    def _say(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()

@@ -1,0 +1,170 @@
+"""Team files: a team of agents and its connection, in TOML, checked before anything runs."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import tomllib
+from typing import Any, Callable
+
+import attrs
+
+from .agent import AgentDef
+from .data import Budget
+from .errors import ToolnexusError
+from .tools import Tool, tool
+
+
+class TeamFileError(ToolnexusError):
+    """The team file cannot be read or does not describe a runnable team."""
+
+
+@attrs.frozen
+class Team:
+    """A team file, checked: the entry agent, the connection options and the registry."""
+
+    entry: str
+    connection: dict[str, Any]
+    registry: dict[str, AgentDef]
+
+
+_TOP_KEYS = ("entry", "connection", "agents")
+_CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
+_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools")
+_BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
+STYLES = ("openai", "anthropic")
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+_END_OF_DOCUMENT = "(at end of document)"
+
+
+def load_team(path: str) -> Team:
+    """Read and check a team file.
+
+    Raises:
+        TeamFileError: the file is missing, is not valid TOML (the message names the
+            line and the problem) or names unknown keys, agents or tools.
+    """
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except OSError as exc:
+        raise TeamFileError(f"{path}: cannot read the team file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TeamFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TeamFileError(f"{path}: {_toml_problem(exc, text)}") from None
+    return _check_team(path, data)
+
+
+def _toml_problem(exc: tomllib.TOMLDecodeError, text: str) -> str:
+    """``line L, column C: invalid TOML: <problem>`` from tomllib's error (Python 3.11+
+    puts the position in the message; 3.14 also has ``lineno``/``colno``)."""
+    message = getattr(exc, "msg", None) or str(exc)
+    line, column = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    match = _TOML_POSITION.search(message)
+    if match:
+        message = message[: match.start()]
+        line, column = line or int(match.group(1)), column or int(match.group(2))
+    elif message.endswith(_END_OF_DOCUMENT):
+        message = message[: -len(_END_OF_DOCUMENT)].rstrip()
+        line = line or text.count("\n") + (0 if text.endswith("\n") else 1)
+        column = column or len(text.rstrip("\n").rsplit("\n", 1)[-1]) + 1
+    if line is None:
+        return f"invalid TOML: {message}"
+    return f"line {line}, column {column}: invalid TOML: {message}"
+
+
+def _check_team(path: str, data: dict[str, Any]) -> Team:
+    def fail(problem: str) -> TeamFileError:
+        return TeamFileError(f"{path}: {problem}")
+
+    _unknown(data, _TOP_KEYS, "the top level", fail)
+    connection = data.get("connection", {})
+    if not isinstance(connection, dict):
+        raise fail("[connection] must be a table")
+    _unknown(connection, _CONNECTION_KEYS, "[connection]", fail)
+    agents = data.get("agents")
+    if not isinstance(agents, dict) or not agents:
+        raise fail("no agents: define at least one [agents.NAME] table")
+    base = os.path.dirname(os.path.abspath(path))
+    registry = {name: _agent_def(name, spec, base, fail) for name, spec in agents.items()}
+    for name, definition in registry.items():
+        for member in definition.team:
+            if member not in registry:
+                raise fail(f"[agents.{name}]: team member {member!r} is not defined (agents: {', '.join(sorted(registry))})")
+    entry = data.get("entry")
+    if entry is None:
+        if len(registry) != 1:
+            raise fail(f'say which agent runs first, e.g. entry = "{next(iter(registry))}"')
+        entry = next(iter(registry))
+    if not isinstance(entry, str) or entry not in registry:
+        raise fail(f"entry {entry!r} is not defined (agents: {', '.join(sorted(registry))})")
+    return Team(entry=entry, connection=dict(connection), registry=registry)
+
+
+def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError]) -> None:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise fail(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
+
+
+def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileError]) -> AgentDef:
+    where = f"[agents.{name}]"
+    if not isinstance(spec, dict):
+        raise fail(f"{where} must be a table")
+    _unknown(spec, _AGENT_KEYS, where, fail)
+    does = spec.get("does")
+    if not isinstance(does, str) or not does.strip():
+        raise fail(f'{where}: "does" (one line: what this agent does) is required')
+    for key in ("soul", "model"):
+        if key in spec and not isinstance(spec[key], str):
+            raise fail(f"{where}: {key} must be a string")
+    team = spec.get("team", [])
+    if not isinstance(team, list) or not all(isinstance(member, str) for member in team):
+        raise fail(f"{where}: team must be a list of agent names")
+    budget = spec.get("budget")
+    if budget is not None:
+        if not isinstance(budget, dict):
+            raise fail(f"{where}: budget must be a table, e.g. [agents.{name}.budget]")
+        _unknown(budget, _BUDGET_KEYS, f"[agents.{name}.budget]", fail)
+        for key, value in budget.items():
+            if type(value) is not int or value < 0:
+                raise fail(f"[agents.{name}.budget]: {key} must be a whole number >= 0")
+        budget = Budget(**budget)
+    tools = spec.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(ref, str) for ref in tools):
+        raise fail(f'{where}: tools must be a list of "module:attribute" strings')
+    return AgentDef(
+        name,
+        does,
+        soul=spec.get("soul", ""),
+        model=spec.get("model", "inherit"),
+        team=tuple(team),
+        budget=budget,
+        tools=tuple(_import_tool(ref, base, where, fail) for ref in tools),
+    )
+
+
+def _import_tool(ref: str, base: str, where: str, fail: Callable[[str], TeamFileError]) -> Tool:
+    """``"module:attribute"``: a ``Tool`` or a plain function; modules next to the team
+    file are importable."""
+    module_name, _, attribute = ref.partition(":")
+    if not module_name or not attribute:
+        raise fail(f'{where}: tool {ref!r} must look like "module:attribute"')
+    if base not in sys.path:
+        sys.path.insert(0, base)
+    try:
+        value: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except Exception as exc:
+        raise fail(f"{where}: cannot load tool {ref!r}: {type(exc).__name__}: {exc}") from None
+    if isinstance(value, Tool):
+        return value
+    if callable(value):
+        return tool(value)
+    raise fail(f"{where}: {ref!r} is neither a Tool nor a function")
