@@ -31,7 +31,7 @@ Usage: ``python benchmarks/stress_runtime.py [--seconds 20] [--threads 32] [--se
 database-backed store would have).
 Exits 1 when an invariant fails. Not part of the unit suite.
 
-NOTE: for the checks it reads runtime internals -- ``rt._handles[id].record`` (``inbox``,
+NOTE: for the checks it reads runtime internals -- ``rt._tree.get(id).record`` (``inbox``,
 ``taken``, ``transitions``, ``running_children``, ``wake_queue``) under the handle's lock.
 They are not public API and may change with the runtime.
 """
@@ -341,7 +341,7 @@ class Stress:
 
 def inbox_texts(rt: Runtime, handle_id: str, *, taken: bool = False) -> list[str]:
     """The texts waiting in a handle's inbox (or taken by its turn). Internal state."""
-    handle = rt._handles[handle_id]  # internal: the handle table
+    handle = rt._tree.get(handle_id)  # internal: the handle table
     with handle.lock:
         items = handle.record.taken if taken else handle.record.inbox
         return [item.text for item in items]
@@ -425,7 +425,7 @@ def run(seconds: float, threads: int, seed: int, store_latency_ms: float) -> boo
             end_dups.append(f"{v.id}: inspect().inbox={v.inbox} but {len(texts)} items")
         if inbox_texts(rt, v.id, taken=True):
             stuck_taken.append(v.id)
-        record = rt._handles[v.id].record  # internal: slot accounting
+        record = rt._tree.get(v.id).record  # internal: slot accounting
         if record.running_children or record.wake_queue:
             unbalanced.append(f"{v.id}: running_children={record.running_children} wake_queue={record.wake_queue}")
 

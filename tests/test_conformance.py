@@ -330,17 +330,19 @@ def test_inbox_gate_rejects_loudly_past_cap():
         rt.close(rt.root)
 
 
-class QueueWatchingRuntime(Runtime):
-    """A Runtime that also signals when a wake is queued (so the test need not race it)."""
+def watch_queued_wakes(rt):
+    """An Event set when a wake is queued (a seam on the private event log, so the test
+    need not race the queueing)."""
+    queued = threading.Event()
+    log_event = rt._tree.event
 
-    def __init__(self, *args, **kwargs):
-        self.wake_queued = threading.Event()
-        super().__init__(*args, **kwargs)
-
-    def _event(self, kind, handle_id, **fields):
-        super()._event(kind, handle_id, **fields)
+    def event(kind, handle_id, **fields):
+        log_event(kind, handle_id, **fields)
         if kind == "wake_queued":
-            self.wake_queued.set()
+            queued.set()
+
+    rt._tree.event = event
+    return queued
 
 
 def test_concurrency_gate_queues_then_dequeues_child_wake():
@@ -350,11 +352,12 @@ def test_concurrency_gate_queues_then_dequeues_child_wake():
     def hold_first_child():
         # The first child to run waits until its sibling's wake has been queued.
         if first.acquire(blocking=False):
-            assert holder["rt"].wake_queued.wait(5)
+            assert holder["queued"].wait(5)
 
     model = scripted(**{"m-explore": explore_step(before_lookup=hold_first_child)})
     defs = registry(coordinator=AgentDef("coordinator", "splits and delegates", model="m-coordinator", team=["explore"], budget=Budget(max_concurrent=1)))
-    rt = holder["rt"] = QueueWatchingRuntime(defs, generate=model)
+    rt = Runtime(defs, generate=model)
+    holder["queued"] = watch_queued_wakes(rt)
     try:
         _, result = run_in_thread(lambda: run_entry(rt, "coordinator", "go"))
         assert result.status == "done"

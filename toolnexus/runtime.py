@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
 
@@ -21,10 +21,11 @@ from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
+from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
+from .tree import HandleTree
 from .turns import TurnRunner
 from .tools import Tool, ToolContext, failure
 
@@ -70,6 +71,8 @@ class Runtime:
         max_workers: int | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
+        self.root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
+        self._tree = HandleTree(self.root)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._shutdown_s = shutdown_ms / 1000
@@ -99,20 +102,12 @@ class Runtime:
             on_metric=on_metric,
             gate=threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None,
             clock=self._clock,
-            lineage=self._lineage,
+            lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
         )
-        # guards: _handles, _pending, _events. A leaf lock: nothing else is acquired
-        # while it is held.
-        self._table_lock = threading.Lock()
-        root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
-        self._handles: dict[str, Handle] = {ROOT: root}
-        self._pending: dict[str, str] = {}  # request id -> the handle whose own tool asked
-        self._events: list[dict[str, Any]] = []
-        self.root = root
 
     def __repr__(self) -> str:
-        return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._handles)})"
+        return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
 
     def __enter__(self) -> Runtime:
         return self
@@ -133,26 +128,25 @@ class Runtime:
             raise SpawnError(f"unknown agent: {name!r}") from None
 
     def inspect(self, h: Handle | str) -> HandleView:
-        handle = self._get(h)
+        handle = self._tree.get(h)
         with handle.lock:
             return handle.view()
 
     def budget(self, h: Handle | str) -> Budget:
         """The handle's effective budget, as carved at spawn."""
-        return self._get(h).record.budget
+        return self._tree.get(h).record.budget
 
     def handles(self) -> list[HandleView]:
         """Every handle, root first, then pre-order with children in spawn order."""
-        return [self.inspect(handle) for handle in self._walk(self.root)]
+        return [self.inspect(handle) for handle in self._tree.walk(self.root)]
 
     def transitions(self, h: Handle | str) -> list[str]:
-        handle = self._get(h)
+        handle = self._tree.get(h)
         with handle.lock:
             return list(handle.record.transitions)
 
     def events(self) -> list[dict[str, Any]]:
-        with self._table_lock:
-            return [dict(event) for event in self._events]
+        return self._tree.events()
 
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
@@ -167,14 +161,14 @@ class Runtime:
             SpawnError: unknown agent, a closed parent, ``maxChildren``, ``maxDepth``, or
                 an exhausted budget on the parent's chain; the message names which.
         """
-        owner = self._get(parent)
+        owner = self._tree.get(parent)
         definition = self.definition(name)
         spent = self._turns.chain_limit(owner)
         if spent is not None:
             raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
         with owner.lock:
             child = self._add_child(owner, definition, budget)
-        self._event("spawn", child.id, parent=owner.id, agent=name)
+        self._tree.event("spawn", child.id, parent=owner.id, agent=name)
         self._call_user(definition.on_spawn, child)
         return child
 
@@ -194,8 +188,7 @@ class Runtime:
         child_id = f"{record.id}/{definition.name}.{record.spawned}"
         child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition)
         record.children.append(child_id)
-        with self._table_lock:
-            self._handles[child_id] = child
+        self._tree.add(child)
         return child
 
     def post(self, h: Handle | str, text: str, *, sender: str = "external", channel: str = "external") -> None:
@@ -205,7 +198,7 @@ class Runtime:
             HandleClosed: the handle is closed or closing.
             InboxFull: the inbox holds ``inbox_cap`` items already.
         """
-        handle = self._get(h)
+        handle = self._tree.get(h)
         with handle.lock:
             record = handle.record
             if record.closing or record.state == CLOSED:
@@ -215,7 +208,7 @@ class Runtime:
             else:
                 record.inbox.append(InboxItem(sender=sender, channel=channel, text=text))
                 return
-        self._event("post_rejected", handle.id, reason=str(problem), sender=sender)
+        self._tree.event("post_rejected", handle.id, reason=str(problem), sender=sender)
         raise problem
 
     # --- wake and the turn ----------------------------------------------------------------
@@ -230,8 +223,8 @@ class Runtime:
         Raises:
             HandleClosed: the handle is closed or closing.
         """
-        handle = self._get(h)
-        parent = self._parent(handle)
+        handle = self._tree.get(h)
+        parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
         with parent.lock, handle.lock:
@@ -251,7 +244,7 @@ class Runtime:
             record.queued, record.queued_prompt = True, prompt
             parent.record.wake_queue.append(record.id)
             handle.changed.notify_all()
-            self._event("wake_queued", record.id, parent=parent.id)
+            self._tree.event("wake_queued", record.id, parent=parent.id)
             return None
         parent.record.running_children += 1
         return self._start_turn(handle, prompt)
@@ -308,8 +301,7 @@ class Runtime:
                 record.pending, record.pending_input = request, turn.input
                 record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
                 record.checkpoint = run.messages if run is not None else None
-                with self._table_lock:
-                    self._pending.setdefault(request.id, record.id)
+                self._tree.park(request.id, record.id)
                 handle.move(SUSPENDED)
             else:
                 record.pending = record.checkpoint = record.pending_input = None
@@ -329,7 +321,7 @@ class Runtime:
 
     def _release_slot(self, handle: Handle) -> None:
         """Give the finished turn's slot to the next queued sibling, if any."""
-        parent = self._parent(handle)
+        parent = self._tree.parent(handle)
         if parent is None:
             return
         jobs = []
@@ -338,14 +330,14 @@ class Runtime:
             record.running_children -= 1
             cap = budgets.max_concurrent(record.budget) if parent is not self.root else None
             while record.wake_queue and (cap is None or record.running_children < cap):
-                sibling = self._handles[record.wake_queue.pop(0)]
+                sibling = self._tree.get(record.wake_queue.pop(0))
                 with sibling.lock:
                     if not sibling.record.queued:
                         continue
                     sibling.record.queued = False
                     record.running_children += 1
                     jobs.append(self._start_turn(sibling, sibling.record.queued_prompt))
-                self._event("wake_dequeued", sibling.id, parent=parent.id)
+                self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
 
@@ -358,7 +350,7 @@ class Runtime:
         nothing settled in time; the handle keeps running. Called from a tool (a pool
         thread), it runs a turn that no worker has started yet instead of blocking on it.
         """
-        handle = self._get(h)
+        handle = self._tree.get(h)
         if handle is self.root:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
         return self._next_result(handle, timeout, run_here=_jobs.inside_job())
@@ -395,7 +387,7 @@ class Runtime:
         key = (agent, prompt)
         with parent.task_lock:
             entry = parent.record.task_keys.get(key)
-            child = self._handles.get(entry[1]) if entry is not None and entry[0] == serial else None
+            child = self._tree.get(entry[1]) if entry is not None and entry[0] == serial else None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
@@ -404,7 +396,7 @@ class Runtime:
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
                 return child
-        self._event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
+        self._tree.event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
         return child
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
@@ -451,8 +443,8 @@ class Runtime:
 
         The handle ends ``idle`` and waiters get ``status="interrupted"``; never a kill.
         """
-        handle = self._get(h)
-        parent = self._parent(handle)
+        handle = self._tree.get(h)
+        parent = self._tree.parent(handle)
         cancelled_request: str | None = None
         turn: Turn | None = None
         settling: Turn | None = None
@@ -487,14 +479,12 @@ class Runtime:
     def _task_children(self, handle: Handle, serial: int) -> list[Handle]:
         with handle.task_lock:
             ids = [child_id for turn_serial, child_id in handle.record.task_keys.values() if turn_serial == serial]
-        return [self._handles[child_id] for child_id in ids]
+        return [self._tree.get(child_id) for child_id in ids]
 
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        with self._table_lock:
-            self._pending.pop(request_id, None)
-            handles = list(self._handles.values())
-        for handle in handles:
+        self._tree.unpark(request_id)
+        for handle in self._tree.all():
             with handle.lock:
                 record = handle.record
                 if record.state != SUSPENDED or record.pending is None or record.pending.id != request_id:
@@ -514,14 +504,13 @@ class Runtime:
         self._resume_chain(answer, top=None)
 
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
-        with self._table_lock:
-            origin_id = self._pending.pop(answer.id, None)
+        origin_id = self._tree.unpark(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
-        chain = self._suspended_chain(self._handles[origin_id], answer.id, top)
+        chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
         jobs = []
         for position, handle in enumerate(chain):
-            parent = self._parent(handle)
+            parent = self._tree.parent(handle)
             assert parent is not None
             with parent.lock, handle.lock:
                 record = handle.record
@@ -546,7 +535,7 @@ class Runtime:
         chain = [origin]
         current = origin
         while current is not top:
-            parent = self._parent(current)
+            parent = self._tree.parent(current)
             if parent is None or parent is self.root:
                 break
             with parent.lock:
@@ -561,7 +550,7 @@ class Runtime:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
         ``shutdown_ms`` to finish (none with ``force``), then is interrupted. Closing the
         root also ends every thread of the runtime."""
-        handle = self._get(h)
+        handle = self._tree.get(h)
         deadline = self._clock() + self._shutdown_s
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
@@ -572,7 +561,7 @@ class Runtime:
             if handle.record.state == CLOSED:
                 return
             handle.record.closing = True
-            children = [self._handles[child_id] for child_id in handle.record.children]
+            children = [self._tree.get(child_id) for child_id in handle.record.children]
         for child in children:
             self._close_tree(child, "parent closed", deadline, force)
         if not force:
@@ -592,7 +581,7 @@ class Runtime:
                     # interrupt's wait: let its outcome land, then go round again.
                     handle.changed.wait_for(lambda: handle.record.state != RUNNING)
                 # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        self._event("close", handle.id, reason=reason)
+        self._tree.event("close", handle.id, reason=reason)
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
 
@@ -607,36 +596,6 @@ class Runtime:
             self._turns.engine.transport.close()
 
     # --- helpers --------------------------------------------------------------------------
-
-    def _get(self, h: Handle | str) -> Handle:
-        handle_id = h.id if isinstance(h, Handle) else h
-        with self._table_lock:
-            handle = self._handles.get(handle_id)
-        if handle is None:
-            raise UnknownHandle(f"no handle {handle_id!r}")
-        return handle
-
-    def _parent(self, handle: Handle) -> Handle | None:
-        parent_id = handle.record.parent
-        return self._handles[parent_id] if parent_id is not None else None
-
-    def _lineage(self, handle: Handle) -> Iterator[Handle]:
-        """The handle, then each ancestor up to the root."""
-        current: Handle | None = handle
-        while current is not None:
-            yield current
-            current = self._parent(current)
-
-    def _walk(self, handle: Handle) -> Iterator[Handle]:
-        yield handle
-        with handle.lock:
-            children = list(handle.record.children)
-        for child_id in children:
-            yield from self._walk(self._handles[child_id])
-
-    def _event(self, kind: str, handle_id: str, **fields: Any) -> None:
-        with self._table_lock:
-            self._events.append({"event": kind, "handle": handle_id, **fields})
 
     @staticmethod
     def _call_user(callback: Callable[..., Any] | None, *args: Any) -> None:
