@@ -14,7 +14,11 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 
-def _names(team: Iterable[Any]) -> tuple[Any, ...]:
+def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(tools)
+
+
+def _members(team: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(team)
 
 
@@ -30,8 +34,8 @@ class AgentDef:
     does: str
     model: str = attrs.field(default="inherit", kw_only=True)
     soul: str = attrs.field(default="", kw_only=True)
-    tools: tuple[Tool, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
-    team: tuple[Any, ...] = attrs.field(default=(), kw_only=True, converter=_names)
+    tools: tuple[Tool, ...] = attrs.field(default=(), kw_only=True, converter=_tools)
+    team: tuple[Any, ...] = attrs.field(default=(), kw_only=True, converter=_members)
     budget: Budget | None = attrs.field(default=None, kw_only=True)
     wait_for: Callable[[Request], Answer] | None = attrs.field(default=None, kw_only=True)
     on_spawn: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)

@@ -9,6 +9,7 @@ cancellation). ``start`` and ``resume`` drive a run to one of its three outcomes
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import time
@@ -307,7 +308,7 @@ def _tool_phase(
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
     # tool spawns its child here, so child ids follow call order); then concurrently.
     starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
-    outcomes = _jobs.run_all(engine.executor(), [lambda start=start: _finish_call(spec, toolkit, start) for start in starts])
+    outcomes: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts])
     _check_cancel(spec)
     if spec.on_tool_calls is not None and outcomes:
         spec.on_tool_calls(len(outcomes))

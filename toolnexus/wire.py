@@ -8,7 +8,7 @@ This is the only module that imports cattrs.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import attrs
 import cattrs
@@ -28,7 +28,7 @@ _RENAMES: dict[type, dict[str, Any]] = {
 
 def _omit_none_unstructure(cls: type) -> Any:
     """Unstructure ``cls`` leaving out every field that is ``None`` (absent on the wire)."""
-    base = make_dict_unstructure_fn(cls, converter, **_RENAMES.get(cls, {}))
+    base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **_RENAMES.get(cls, {}))
 
     def unstructure(value: Any) -> dict[str, Any]:
         return {key: item for key, item in base(value).items() if item is not None}

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
+from ._usage import count
 
 path = "/messages"
 API_VERSION = "2023-06-01"
@@ -59,8 +60,8 @@ def build_body(
 def usage_of(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
-    prompt = raw.get("input_tokens") if isinstance(raw.get("input_tokens"), int) else 0
-    completion = raw.get("output_tokens") if isinstance(raw.get("output_tokens"), int) else 0
+    prompt = count(raw.get("input_tokens"))
+    completion = count(raw.get("output_tokens"))
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 

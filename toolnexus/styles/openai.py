@@ -9,6 +9,7 @@ from typing import Any, Iterable
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
+from ._usage import count
 
 path = "/chat/completions"
 
@@ -53,14 +54,10 @@ def build_body(
 def usage_of(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
-    prompt = _int(raw.get("prompt_tokens"))
-    completion = _int(raw.get("completion_tokens"))
+    prompt = count(raw.get("prompt_tokens"))
+    completion = count(raw.get("completion_tokens"))
     total = raw.get("total_tokens")
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=_int(total) if total is not None else prompt + completion)
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=count(total) if total is not None else prompt + completion)
 
 
 def parse_reply(data: Any) -> ModelReply:
