@@ -19,7 +19,6 @@ import http.client
 import importlib.util
 import json
 import math
-import os
 import resource
 import statistics
 import subprocess
