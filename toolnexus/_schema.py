@@ -40,7 +40,7 @@ def _is_optional(hint: Any) -> bool:
 
 def _strip_none(hint: Any) -> Any:
     rest = [a for a in typing.get_args(hint) if a is not type(None)]
-    return rest[0] if len(rest) == 1 else Union[tuple(rest)]  # type: ignore[return-value]
+    return rest[0] if len(rest) == 1 else Union[tuple(rest)]
 
 
 def takes_context(fn: Callable[..., Any]) -> bool:

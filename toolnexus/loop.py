@@ -248,10 +248,11 @@ def _fetch(engine: Engine, spec: RunSpec, messages: list[dict[str, Any]], tools:
     body = engine.style.build_body(spec.model, messages, tools, spec.system, engine.request_params)
     data = engine.transport.post_json(body, scope=spec.scope, gate=spec.gate)
     try:
-        return engine.style.parse_reply(data)
+        reply: ModelReply = engine.style.parse_reply(data)
     except WireError as exc:
         excerpt = json.dumps(data)[:300]
         raise LLMError(f"unreadable model reply: {exc}", status=200, body_excerpt=excerpt) from exc
+    return reply
 
 
 def _generate(generate: Callable[[dict[str, Any]], Any], spec: RunSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:

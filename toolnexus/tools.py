@@ -63,7 +63,7 @@ class Tool:
         source: str = "native",
         prepare: Callable[[dict[str, Any], ToolContext], Any] | None = None,
     ) -> None:
-        self.__attrs_init__(  # type: ignore[attr-defined]
+        self.__attrs_init__(
             name=sanitize_name(name),
             description=description,
             input_schema=input_schema or {"type": "object", "properties": {}},

@@ -250,5 +250,5 @@ def _retry_delay(reply: Any, attempt: int, base_ms: int) -> float:
         seconds = retry_after_seconds(reply.headers.get("Retry-After"))
         if seconds is not None:
             return seconds
-    backoff = base_ms * (2**attempt) / 1000
+    backoff: float = base_ms * (2**attempt) / 1000
     return backoff + random.uniform(0, base_ms / 1000)
