@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from ..errors import ConfigError
 from . import anthropic, openai
 
 _STYLES: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic}
 
 
 def get_style(name: str) -> ModuleType:
-    """The style module for ``name``; an unknown name raises ``ValueError``."""
+    """The style module for ``name``; an unknown name raises ``ConfigError``."""
     try:
         return _STYLES[name]
     except KeyError:
-        raise ValueError(f"unknown style {name!r}; known styles: {', '.join(_STYLES)}") from None
+        raise ConfigError(f"unknown style {name!r}; known styles: {', '.join(_STYLES)}") from None
