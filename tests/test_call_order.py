@@ -69,3 +69,4 @@ def test_parallel_task_children_are_numbered_in_call_order(attempt):
         transcripts = {rt.conversation_store.get(f"root/lead.1/worker.{n}")[0]["content"]: n for n in (1, 2, 3)}
     assert result.text == "first, second, third"
     assert transcripts == {"first": 1, "second": 2, "third": 3}
+

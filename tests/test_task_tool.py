@@ -602,3 +602,26 @@ def test_level_one_pending_run_resumes_on_its_runtime():
         assert final.text == "boss: deployed: approved"
     finally:
         rt.close(rt.root)
+
+
+def test_an_agent_tool_that_suspends_resumes_the_same_agent_when_answered():
+    from toolnexus import Client, make_answer, make_request, success, suspend
+
+    def approve(args, ctx):
+        return success("approved") if ctx.answer is not None else suspend(make_request("approval", "Deploy?"))
+
+    registry = {"deployer": AgentDef("deployer", "Deploys.", model="deployer", tools=[Tool("approve", "", None, approve)])}
+    deployer = ScriptedModel(
+        {"deployer": [{"tool_calls": [{"id": "a1", "name": "approve", "arguments": {}}]}, lambda r: {"content": f"deployed: {tool_messages(r)[-1]}"}]}
+    )
+    outer = ScriptedModel(
+        {"outer": [{"tool_calls": [{"id": "o1", "name": "deployer", "arguments": {"prompt": "ship"}}]}, lambda r: {"content": tool_messages(r)[-1]}]}
+    )
+    with Runtime(registry, generate=deployer) as rt, Client(model="outer", generate=outer) as client:
+        toolkit = Toolkit([rt.agent_tool("deployer")])
+        first = client.run("go", toolkit)
+        assert first.status == "pending"
+        final = client.resume(first.pending, make_answer(first.pending.id, True), toolkit, messages=first.messages)
+        assert (final.status, final.text) == ("done", "deployed: approved")
+        assert [view.id for view in rt.handles()] == ["root", "root/deployer.1"]
+        assert rt.inspect("root/deployer.1").state == "closed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .data import AgentResult, ToolResult
@@ -78,14 +79,32 @@ def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
 
 
 def agent_tool(rt: Runtime, name: str) -> Tool:
-    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close."""
+    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close.
+
+    A run that ends pending suspends the calling tool with the agent's request; the retry
+    that carries the Answer resumes that same agent rather than starting a new one.
+    """
     definition = rt.definition(name)
+    lock = threading.Lock()  # guards: parked
+    parked: dict[str, str] = {}  # request id -> the handle waiting on it
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         prompt = args.get("prompt")
         if not isinstance(prompt, str):
             return failure("invalid arguments: a string 'prompt' is required")
-        return result_as_tool_output(name, rt.run_agent(name, prompt))
+        with lock:
+            waiting = parked.pop(ctx.answer.id, None) if ctx.answer is not None else None
+        if waiting is not None:
+            rt.resume(ctx.answer)  # type: ignore[arg-type]
+            result = rt.wait(waiting)
+            if result.status != "pending":
+                rt.close(waiting)
+        else:
+            result = rt.run_agent(name, prompt)
+        if result.status == "pending" and result.pending is not None:
+            with lock:
+                parked[result.pending.id] = result.handle_id
+        return result_as_tool_output(name, result)
 
     schema = {"type": "object", "properties": {"prompt": {"type": "string", "description": "What to do"}}, "required": ["prompt"]}
     return Tool(name, definition.does, schema, execute, source="agent")
