@@ -11,11 +11,6 @@ from typing import Any
 
 import attrs
 
-#: Statuses a client run can end in.
-RUN_STATUSES = ("done", "pending", "incomplete")
-#: Statuses an agent result can carry (CONTRACT §7D, a closed set).
-AGENT_STATUSES = ("done", "pending", "incomplete", "interrupted", "closed", "timeout", "error")
-
 
 @attrs.frozen
 class ToolResult:

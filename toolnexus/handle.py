@@ -92,7 +92,6 @@ class Turn:
     started: float = 0.0
     tokens_before: int = 0
     prior_turns: int = 0
-    resumed: bool = False
     settling: bool = False
 
 

@@ -254,12 +254,10 @@ class Runtime:
         record.taken, record.inbox = record.inbox, []
         record.turn_serial += 1
         text = render_input(prompt, record.taken, _ancestry(record.id))
-        return self._begin(handle, Turn(serial=record.turn_serial, input=text))
+        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         turn.started = self._clock()
-        if not turn.resumed:
-            turn.tokens_before = handle.record.tokens
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
         handle.turn = turn
         handle.move(RUNNING)
@@ -521,7 +519,6 @@ class Runtime:
                     input=record.pending_input or "",
                     tokens_before=record.pending_tokens_before,
                     prior_turns=record.pending_turns,
-                    resumed=True,
                 )
                 if position == 0:
                     turn.resume = (record.checkpoint or [], record.pending, answer)
