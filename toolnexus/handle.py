@@ -1,8 +1,26 @@
-"""Handles: one agent instance each, its state machine, inbox and ledger.
+"""Handles: one agent instance each, and the one owner of its state machine.
 
 The handle table row (``HandleRecord``) is plain attrs data so that a store can persist
-and rebuild it; ``Handle`` adds the lock and the condition that guard it. Lock order
-across handles is always ancestor before descendant, and never the other way.
+and rebuild it; ``Handle`` adds the lock and the condition that guard it, and every
+method that changes the record (the way ``concurrent.futures.Future`` owns its
+``set_result`` and ``cancel``). Each such method changes the state, records the
+transition, keeps the ledger and notifies waiters in one step under ``lock``; with a
+durable state each is exactly one committed transaction.
+
+Lock order, the one rule for the whole runtime:
+
+1. ``Handle.task_lock`` (the reattachment index) before any ``Handle.lock``;
+2. an ancestor's ``lock`` before a descendant's, never the other way (a parent takes
+   its child's lock to admit it; a child never takes its parent's while holding its own);
+3. leaf locks last: the handle tree's table lock and a state store's writer lock are
+   taken under handle locks and never call back into the runtime.
+
+No lock is held across user code, a model call or a tool.
+
+Who publishes a turn's result: whoever detaches the turn from its handle (sets
+``handle.turn`` back to ``None``) under ``lock``. That is the turn itself once it has
+marked itself ``settling``, or ``interrupt`` before that; after ``mark_settling`` an
+interrupt waits for the turn's own outcome instead of publishing one.
 """
 
 from __future__ import annotations
@@ -13,7 +31,7 @@ from typing import Any
 import attrs
 
 from ._jobs import Job
-from .data import AgentResult, Budget, HandleView, Request
+from .data import AgentResult, Answer, Budget, HandleView, Request
 from ._cancel import CancelScope
 
 IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
@@ -44,6 +62,22 @@ class InboxItem:
     text: str
 
 
+@attrs.frozen
+class Suspension:
+    """Where a suspended turn stopped: enough to resume it at its checkpoint (the handle
+    whose own tool asked) or to replay it from its pre-turn transcript (a relaying parent)."""
+
+    request: Request
+    #: The turn's input (prompt plus inbox block), fed again on a replay.
+    input: str
+    #: The transcript at the suspension: the asking handle resumes from here.
+    checkpoint: list[dict[str, Any]] | None
+    #: The ledger when the turn began, so its result after resume covers the whole turn.
+    tokens_before: int
+    #: Model calls the turn made before it suspended.
+    turns: int
+
+
 @attrs.define
 class HandleRecord:
     """One row of the handle table: everything a handle is, as plain data."""
@@ -63,12 +97,7 @@ class HandleRecord:
     tokens: int = 0
     tool_calls: int = 0
     pool_tool_calls: int = 0
-    pending: Request | None = None
-    checkpoint: list[dict[str, Any]] | None = None
-    pending_input: str | None = None
-    #: Where the suspended turn stood, so its result after resume covers the whole turn.
-    pending_tokens_before: int = 0
-    pending_turns: int = 0
+    suspension: Suspension | None = None
     turn_serial: int = 0
     task_keys: dict[tuple[str, str], tuple[int, str]] = attrs.Factory(dict)
     result: AgentResult | None = None
@@ -78,6 +107,10 @@ class HandleRecord:
     queued: bool = False
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
+
+    @property
+    def pending(self) -> Request | None:
+        return self.suspension.request if self.suspension is not None else None
 
 
 @attrs.define(eq=False)
@@ -101,8 +134,7 @@ class Handle:
     def __init__(self, record: HandleRecord, definition: Any = None) -> None:
         self.record = record
         self.definition = definition
-        # guards: record (state, inbox, ledger, result...), turn. Never held across user
-        # code, a model call or a tool; a parent's lock may be held while taking a child's.
+        # guards: record (state, inbox, ledger, result...), turn. See the lock order above.
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         # guards: record.task_keys (the reattachment index); taken before self.lock.
@@ -127,24 +159,14 @@ class Handle:
     def __hash__(self) -> int:
         return hash(self.record.id)
 
-    # The methods below are called with self.lock held.
-
-    def move(self, new: str) -> None:
-        old = self.record.state
-        if (old, new) not in _ALLOWED:
-            raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
-        self.record.transitions.append(f"{old}{ARROW}{new}")
-        self.record.state = new
-        self.changed.notify_all()
-
-    def publish(self, result: AgentResult) -> None:
-        self.record.result = result
-        self.record.settled += 1
-        self.changed.notify_all()
-
     @property
     def busy(self) -> bool:
         return self.record.state == RUNNING or self.record.queued
+
+    @property
+    def accepting(self) -> bool:
+        """Neither closed nor closing: posts, wakes and new children are welcome."""
+        return not self.record.closing and self.record.state != CLOSED
 
     def view(self) -> HandleView:
         r = self.record
@@ -160,6 +182,204 @@ class Handle:
             inbox=len(r.inbox),
             pending=r.pending,
         )
+
+    # --- the state machine: every method below is called with self.lock held -----------
+
+    def move(self, new: str) -> None:
+        """One legal transition, recorded and announced."""
+        old = self.record.state
+        if (old, new) not in _ALLOWED:
+            raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
+        self.record.transitions.append(f"{old}{ARROW}{new}")
+        self.record.state = new
+        self.changed.notify_all()
+
+    def publish(self, result: AgentResult) -> None:
+        """Hand ``result`` to every waiter: ``settled`` counts results, so a waiter that
+        saw ``settled == n`` knows a result newer than the one it had has landed."""
+        self.record.result = result
+        self.record.settled += 1
+        self.changed.notify_all()
+
+    def accept_post(self, item: InboxItem) -> None:
+        self.record.inbox.append(item)
+
+    def enqueue(self, prompt: str | None) -> None:
+        """Wait for a slot under the parent's ``max_concurrent``, prompt kept for later."""
+        self.record.queued, self.record.queued_prompt = True, prompt
+        self.changed.notify_all()
+
+    def dequeue(self) -> str | None:
+        """Leave the wake queue; the prompt the wake carried."""
+        self.record.queued = False
+        return self.record.queued_prompt
+
+    def start(self, prompt: str | None, input: str) -> Turn:
+        """A fresh turn on ``input`` that takes the whole inbox (returned on interrupt)."""
+        record = self.record
+        record.taken, record.inbox = record.inbox, []
+        record.turn_serial += 1
+        return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
+
+    def begin(self, turn: Turn, now: float) -> None:
+        """``turn`` (with its job) becomes the running turn."""
+        turn.started = now
+        self.turn = turn
+        self.move(RUNNING)
+
+    def mark_settling(self, turn: Turn) -> bool:
+        """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
+        if self.turn is not turn:
+            return False
+        turn.settling = True
+        return True
+
+    def suspend(self, turn: Turn, result: AgentResult, checkpoint: list[dict[str, Any]] | None) -> AgentResult:
+        """``running→suspended`` on the turn's pending request (path stamped); its result."""
+        assert result.pending is not None
+        request = _stamp_path(result.pending, self.record.id)
+        result = attrs.evolve(result, pending=request, text=request.prompt)
+        self.turn = None
+        self.record.suspension = Suspension(
+            request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
+        )
+        self.move(SUSPENDED)
+        self.publish(result)
+        return result
+
+    def finish(self, result: AgentResult) -> None:
+        """``running→idle`` with the turn's outcome; the inbox items it took are consumed."""
+        self.turn = None
+        self.record.suspension = None
+        self.record.taken = []
+        self.move(IDLE)
+        self.publish(result)
+
+    def abort(self) -> Turn | None:
+        """Interrupt the running turn: ``running→idle``, its inbox items back in front."""
+        turn, self.turn = self.turn, None
+        record = self.record
+        record.inbox, record.taken = record.taken + record.inbox, []
+        self.move(IDLE)
+        self.publish(interrupted(record))
+        return turn
+
+    def drop_queued_wake(self) -> None:
+        """Interrupt a wake still waiting for a slot: it never runs."""
+        self.record.queued = False
+        self.publish(interrupted(self.record))
+
+    def cancel(self, request_id: str) -> bool:
+        """``suspended→idle`` when suspended on ``request_id``: the request is dead, the
+        inbox items the turn took go back, waiters get ``interrupted``."""
+        record = self.record
+        if not self.suspended_on(request_id):
+            return False
+        record.suspension = None
+        record.inbox, record.taken = record.taken + record.inbox, []
+        self.move(IDLE)
+        self.publish(interrupted(record))
+        return True
+
+    def suspended_on(self, request_id: str) -> bool:
+        pending = self.record.pending
+        return self.record.state == SUSPENDED and pending is not None and pending.id == request_id
+
+    def resume(self, answer: Answer, *, origin: bool, durable: bool) -> Turn:
+        """The turn that continues a suspension answered by ``answer``.
+
+        The ``origin`` (the handle whose own tool asked) resumes at its checkpoint; a
+        relaying parent replays its turn from the pre-turn transcript. A ``durable``
+        resume (the host's ``resume``, possibly in another process) goes through
+        ``idle``; an inline Answer (an ancestor's ``wait_for``) goes straight on.
+        The returned turn still needs its job and ``begin``.
+        """
+        suspension = self.record.suspension
+        assert suspension is not None and self.record.state == SUSPENDED
+        turn = Turn(
+            serial=self.record.turn_serial,
+            input=suspension.input,
+            tokens_before=suspension.tokens_before,
+            prior_turns=suspension.turns,
+        )
+        if origin:
+            turn.resume = (suspension.checkpoint or [], suspension.request, answer)
+        self.record.suspension = None
+        if durable:
+            self.move(IDLE)
+        return turn
+
+    def begin_closing(self) -> list[str] | None:
+        """Refuse posts, wakes and children from now on; the children to close first, or
+        ``None`` when the handle is closed already."""
+        if self.record.state == CLOSED:
+            return None
+        self.record.closing = True
+        return list(self.record.children)
+
+    def close(self) -> None:
+        """``idle→closed``: final; the record stays readable."""
+        self.move(CLOSED)
+
+    # --- a parent's slots for its children's turns ------------------------------------------
+
+    def take_slot(self, cap: int | None) -> bool:
+        if cap is not None and self.record.running_children >= cap:
+            return False
+        self.record.running_children += 1
+        return True
+
+    def free_slot(self) -> None:
+        self.record.running_children -= 1
+
+    def add_child(self, child_id: str) -> None:
+        self.record.children.append(child_id)
+
+    def next_child_number(self) -> int:
+        self.record.spawned += 1
+        return self.record.spawned
+
+    # --- the ledger -------------------------------------------------------------------------
+
+    def charge_model_call(self) -> None:
+        self.record.turns += 1
+
+    def charge_tokens(self, tokens: int) -> None:
+        """Own usage or a descendant's, rolled up."""
+        self.record.tokens += tokens
+
+    def charge_tool_calls(self, count: int, *, own: bool) -> None:
+        if own:
+            self.record.tool_calls += count
+        self.record.pool_tool_calls += count
+
+    # --- the reattachment index (``task_lock`` held) ---------------------------------------
+
+    def task_child_id(self, key: tuple[str, str], serial: int) -> str | None:
+        entry = self.record.task_keys.get(key)
+        return entry[1] if entry is not None and entry[0] == serial else None
+
+    def remember_task(self, key: tuple[str, str], serial: int, child_id: str) -> None:
+        self.record.task_keys[key] = (serial, child_id)
+
+    def task_children(self, serial: int) -> list[str]:
+        return [child_id for turn_serial, child_id in self.record.task_keys.values() if turn_serial == serial]
+
+
+def interrupted(record: HandleRecord) -> AgentResult:
+    return AgentResult(text="interrupted", status="interrupted", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def closed_result(record: HandleRecord) -> AgentResult:
+    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def _stamp_path(request: Request, handle_id: str) -> Request:
+    data = dict(request.data or {})
+    if "path" in data:
+        return request  # relayed: the deepest handle stamped it already
+    data["path"] = handle_id.split("/")
+    return attrs.evolve(request, data=data)
 
 
 def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) -> str:

@@ -15,14 +15,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-import attrs
-
 from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -174,7 +172,7 @@ class Runtime:
 
     def _add_child(self, owner: Handle, definition: AgentDef, budget: Budget | None) -> Handle:
         record = owner.record
-        if record.closing or record.state == CLOSED:
+        if not owner.accepting:
             raise SpawnError(f"closed: {record.id} does not accept new children")
         cap = record.budget.max_children
         if cap is not None and len(record.children) >= cap:
@@ -184,10 +182,9 @@ class Runtime:
             raise SpawnError(f"maxDepth: a child of {record.id} would be at depth {depth} (max {budgets.max_depth(record.budget)})")
         own = budgets.merge(definition.budget, budget)
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
-        record.spawned += 1
-        child_id = f"{record.id}/{definition.name}.{record.spawned}"
+        child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
         child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition)
-        record.children.append(child_id)
+        owner.add_child(child_id)
         self._tree.add(child)
         return child
 
@@ -200,13 +197,12 @@ class Runtime:
         """
         handle = self._tree.get(h)
         with handle.lock:
-            record = handle.record
-            if record.closing or record.state == CLOSED:
-                problem: ToolnexusError = HandleClosed(f"closed: {record.id} accepts no posts")
-            elif len(record.inbox) >= self._inbox_cap:
-                problem = InboxFull(f"inbox full: {record.id} holds {self._inbox_cap} items")
+            if not handle.accepting:
+                problem: ToolnexusError = HandleClosed(f"closed: {handle.id} accepts no posts")
+            elif len(handle.record.inbox) >= self._inbox_cap:
+                problem = InboxFull(f"inbox full: {handle.id} holds {self._inbox_cap} items")
             else:
-                record.inbox.append(InboxItem(sender=sender, channel=channel, text=text))
+                handle.accept_post(InboxItem(sender=sender, channel=channel, text=text))
                 return
         self._tree.event("post_rejected", handle.id, reason=str(problem), sender=sender)
         raise problem
@@ -234,33 +230,27 @@ class Runtime:
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
-        record = handle.record
-        if record.closing or record.state == CLOSED:
-            raise HandleClosed(f"closed: {record.id} cannot be woken")
-        if handle.busy or record.state == SUSPENDED:
+        if not handle.accepting:
+            raise HandleClosed(f"closed: {handle.id} cannot be woken")
+        if handle.busy or handle.record.state == SUSPENDED:
             return None
-        cap = budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
-        if cap is not None and parent.record.running_children >= cap:
-            record.queued, record.queued_prompt = True, prompt
-            parent.record.wake_queue.append(record.id)
-            handle.changed.notify_all()
-            self._tree.event("wake_queued", record.id, parent=parent.id)
+        if not parent.take_slot(self._slot_cap(parent)):
+            handle.enqueue(prompt)
+            parent.record.wake_queue.append(handle.id)
+            self._tree.event("wake_queued", handle.id, parent=parent.id)
             return None
-        parent.record.running_children += 1
         return self._start_turn(handle, prompt)
 
+    def _slot_cap(self, parent: Handle) -> int | None:
+        return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
+
     def _start_turn(self, handle: Handle, prompt: str | None) -> _jobs.Job:
-        record = handle.record
-        record.taken, record.inbox = record.inbox, []
-        record.turn_serial += 1
-        text = render_input(prompt, record.taken, _ancestry(record.id))
-        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens))
+        text = render_input(prompt, handle.record.inbox, _ancestry(handle.id))
+        return self._begin(handle, handle.start(prompt, text))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
-        turn.started = self._clock()
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
-        handle.turn = turn
-        handle.move(RUNNING)
+        handle.begin(turn, self._clock())
         return turn.job
 
     def _run_turn(self, handle: Handle, turn: Turn) -> None:
@@ -283,29 +273,18 @@ class Runtime:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
         with handle.lock:
-            if handle.turn is not turn:
+            if not handle.mark_settling(turn):
                 return  # interrupted meanwhile; the interrupt published already
-            turn.settling = True  # from here an interrupt waits for the outcome instead
         if not pending:
             self._retire_task_children(handle, turn.serial)
             if run is not None:
                 self._store.save(handle.id, run.messages)
         with handle.lock:
-            handle.turn = None
-            record = handle.record
             if pending:
-                request = _stamp_path(result.pending, record.id)  # type: ignore[arg-type]
-                result = attrs.evolve(result, pending=request, text=request.prompt)
-                record.pending, record.pending_input = request, turn.input
-                record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
-                record.checkpoint = run.messages if run is not None else None
-                self._tree.park(request.id, record.id)
-                handle.move(SUSPENDED)
+                suspended = handle.suspend(turn, result, run.messages if run is not None else None)
+                self._tree.park(suspended.pending.id, handle.id)  # type: ignore[union-attr]
             else:
-                record.pending = record.checkpoint = record.pending_input = None
-                record.taken = []
-                handle.move(IDLE)
-            handle.publish(result)
+                handle.finish(result)
         self._release_slot(handle)
 
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
@@ -325,16 +304,15 @@ class Runtime:
         jobs = []
         with parent.lock:
             record = parent.record
-            record.running_children -= 1
-            cap = budgets.max_concurrent(record.budget) if parent is not self.root else None
+            parent.free_slot()
+            cap = self._slot_cap(parent)
             while record.wake_queue and (cap is None or record.running_children < cap):
                 sibling = self._tree.get(record.wake_queue.pop(0))
                 with sibling.lock:
                     if not sibling.record.queued:
                         continue
-                    sibling.record.queued = False
-                    record.running_children += 1
-                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt))
+                    parent.take_slot(cap)
+                    jobs.append(self._start_turn(sibling, sibling.dequeue()))
                 self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
@@ -369,7 +347,7 @@ class Runtime:
                 if record.settled > since and record.result is not None:
                     return record.result
                 if record.state == CLOSED:
-                    return _closed_result(record)
+                    return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
                 if job is None:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -384,12 +362,12 @@ class Runtime:
         or spawned and woken. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
-            entry = parent.record.task_keys.get(key)
-            child = self._tree.get(entry[1]) if entry is not None and entry[0] == serial else None
+            child_id = parent.task_child_id(key, serial)
+            child = self._tree.get(child_id) if child_id is not None else None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
-                    parent.record.task_keys[key] = (serial, child.id)
+                    parent.remember_task(key, serial, child.id)
                     self.wake(child, prompt)
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
@@ -451,14 +429,10 @@ class Runtime:
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
-                turn, handle.turn = handle.turn, None
-                record.inbox, record.taken = record.taken + record.inbox, []
-                handle.move(IDLE)
-                handle.publish(_interrupted(record))
+                turn = handle.abort()
             elif record.queued and parent is not None:
-                record.queued = False
                 parent.record.wake_queue.remove(record.id)
-                handle.publish(_interrupted(record))
+                handle.drop_queued_wake()
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
         if settling is not None:
@@ -476,7 +450,7 @@ class Runtime:
 
     def _task_children(self, handle: Handle, serial: int) -> list[Handle]:
         with handle.task_lock:
-            ids = [child_id for turn_serial, child_id in handle.record.task_keys.values() if turn_serial == serial]
+            ids = handle.task_children(serial)
         return [self._tree.get(child_id) for child_id in ids]
 
     def _cancel_request(self, request_id: str) -> None:
@@ -484,13 +458,7 @@ class Runtime:
         self._tree.unpark(request_id)
         for handle in self._tree.all():
             with handle.lock:
-                record = handle.record
-                if record.state != SUSPENDED or record.pending is None or record.pending.id != request_id:
-                    continue
-                record.pending = record.checkpoint = record.pending_input = None
-                record.inbox, record.taken = record.taken + record.inbox, []
-                handle.move(IDLE)
-                handle.publish(_interrupted(record))
+                handle.cancel(request_id)
 
     def resume(self, answer: Answer) -> None:
         """Route ``answer`` to the deepest handle suspended on its request; that handle
@@ -502,6 +470,8 @@ class Runtime:
         self._resume_chain(answer, top=None)
 
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
+        """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
+        (an ancestor answering inline) or to the root's child (the host's durable resume)."""
         origin_id = self._tree.unpark(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
@@ -511,19 +481,10 @@ class Runtime:
             parent = self._tree.parent(handle)
             assert parent is not None
             with parent.lock, handle.lock:
-                record = handle.record
-                if record.state != SUSPENDED or record.pending is None or record.pending.id != answer.id:
+                if not handle.suspended_on(answer.id):
                     continue
-                turn = Turn(
-                    serial=record.turn_serial,
-                    input=record.pending_input or "",
-                    tokens_before=record.pending_tokens_before,
-                    prior_turns=record.pending_turns,
-                )
-                if position == 0:
-                    turn.resume = (record.checkpoint or [], record.pending, answer)
-                record.pending = record.checkpoint = record.pending_input = None
-                parent.record.running_children += 1
+                turn = handle.resume(answer, origin=position == 0, durable=top is None)
+                parent.take_slot(None)
                 jobs.append(self._begin(handle, turn))
         for job in jobs:
             _jobs.submit(self._executor, job)
@@ -536,7 +497,7 @@ class Runtime:
             if parent is None or parent is self.root:
                 break
             with parent.lock:
-                waiting = parent.record.state == SUSPENDED and parent.record.pending is not None and parent.record.pending.id == request_id
+                waiting = parent.suspended_on(request_id)
             if not waiting:
                 break
             chain.append(parent)
@@ -555,10 +516,10 @@ class Runtime:
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock:
-            if handle.record.state == CLOSED:
-                return
-            handle.record.closing = True
-            children = [self._tree.get(child_id) for child_id in handle.record.children]
+            children_ids = handle.begin_closing()
+        if children_ids is None:
+            return
+        children = [self._tree.get(child_id) for child_id in children_ids]
         for child in children:
             self._close_tree(child, "parent closed", deadline, force)
         if not force:
@@ -571,7 +532,7 @@ class Runtime:
                 if state == CLOSED:
                     return
                 if state == IDLE:
-                    handle.move(CLOSED)
+                    handle.close()
                     break
                 if state == RUNNING:
                     # A turn that was already settling (saving its transcript) outlasted the
@@ -609,22 +570,6 @@ def _ancestry(handle_id: str) -> set[str]:
     return {"/".join(parts[: i + 1]) for i in range(len(parts))}
 
 
-def _stamp_path(request: Request, handle_id: str) -> Request:
-    data = dict(request.data or {})
-    if "path" in data:
-        return request  # relayed: the deepest handle stamped it already
-    data["path"] = handle_id.split("/")
-    return attrs.evolve(request, data=data)
-
-
 def _runnable(handle: Handle) -> bool:
     turn = handle.turn
     return turn is not None and turn.job is not None and not turn.job.claimed
-
-
-def _interrupted(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="interrupted", status="interrupted", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-
-
-def _closed_result(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)

@@ -141,17 +141,15 @@ class TurnRunner:
 
     def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
         with handle.lock:
-            handle.record.turns += 1
+            handle.charge_model_call()
         for each in self._lineage(handle):
             with each.lock:
-                each.record.tokens += usage.total_tokens
+                each.charge_tokens(usage.total_tokens)
 
     def _charge_tool_calls(self, handle: Handle, count: int) -> None:
-        with handle.lock:
-            handle.record.tool_calls += count
         for each in self._lineage(handle):
             with each.lock:
-                each.record.pool_tool_calls += count
+                each.charge_tool_calls(count, own=each is handle)
 
     def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
         """Checked before every model call: the handle's own carve and wall clock."""
