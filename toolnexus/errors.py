@@ -58,3 +58,10 @@ class UnknownRequest(ToolnexusError, LookupError):
 
 class ConfigError(ToolnexusError, ValueError):
     """A constructor was given options that cannot work together."""
+
+
+class StateError(ToolnexusError):
+    """The durable state could not be reached, or a commit failed after its retries.
+
+    Nothing of the change that raised it was written.
+    """

@@ -25,14 +25,18 @@ interrupt waits for the turn's own outcome instead of publishing one.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import attrs
 
 from ._jobs import Job
 from .data import AgentResult, Answer, Budget, HandleView, Request
 from ._cancel import CancelScope
+
+if TYPE_CHECKING:
+    from .state import DurableTree
 
 IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
 ARROW = "\u2192"
@@ -107,6 +111,8 @@ class HandleRecord:
     queued: bool = False
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
+    #: The stored row's version this record reflects (durable state only).
+    version: int = 0
 
     @property
     def pending(self) -> Request | None:
@@ -131,9 +137,11 @@ class Turn:
 class Handle:
     """A live agent handle. Hosts use ``.id``; every verb also takes the id string."""
 
-    def __init__(self, record: HandleRecord, definition: Any = None) -> None:
+    def __init__(self, record: HandleRecord, definition: Any = None, durable: DurableTree | None = None) -> None:
         self.record = record
         self.definition = definition
+        #: The stored tree this handle commits to; ``None`` keeps it in memory only.
+        self.durable = durable
         # guards: record (state, inbox, ledger, result...), turn. See the lock order above.
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -185,101 +193,126 @@ class Handle:
 
     # --- the state machine: every method below is called with self.lock held -----------
 
+    def _changing(self) -> ContextManager[Any]:
+        """The store transaction one change commits in (joining an enclosing one)."""
+        return _UNCHANGED if self.durable is None else self.durable.change(self)
+
+    def sync(self) -> None:
+        """Re-read the record when another process changed the stored row (lock held)."""
+        if self.durable is not None:
+            self.durable.sync(self)
+
     def move(self, new: str) -> None:
         """One legal transition, recorded and announced."""
-        old = self.record.state
-        if (old, new) not in _ALLOWED:
-            raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
-        self.record.transitions.append(f"{old}{ARROW}{new}")
-        self.record.state = new
-        self.changed.notify_all()
+        with self._changing():
+            old = self.record.state
+            if (old, new) not in _ALLOWED:
+                raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
+            self.record.transitions.append(f"{old}{ARROW}{new}")
+            self.record.state = new
+            self.changed.notify_all()
 
     def publish(self, result: AgentResult) -> None:
         """Hand ``result`` to every waiter: ``settled`` counts results, so a waiter that
         saw ``settled == n`` knows a result newer than the one it had has landed."""
-        self.record.result = result
-        self.record.settled += 1
-        self.changed.notify_all()
+        with self._changing():
+            self.record.result = result
+            self.record.settled += 1
+            self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
-        self.record.inbox.append(item)
+        with self._changing():
+            self.record.inbox.append(item)
 
     def enqueue(self, prompt: str | None) -> None:
         """Wait for a slot under the parent's ``max_concurrent``, prompt kept for later."""
-        self.record.queued, self.record.queued_prompt = True, prompt
-        self.changed.notify_all()
+        with self._changing():
+            self.record.queued, self.record.queued_prompt = True, prompt
+            self.changed.notify_all()
 
     def dequeue(self) -> str | None:
         """Leave the wake queue; the prompt the wake carried."""
-        self.record.queued = False
-        return self.record.queued_prompt
+        with self._changing():
+            self.record.queued = False
+            return self.record.queued_prompt
 
     def start(self, prompt: str | None, input: str) -> Turn:
         """A fresh turn on ``input`` that takes the whole inbox (returned on interrupt)."""
-        record = self.record
-        record.taken, record.inbox = record.inbox, []
-        record.turn_serial += 1
-        return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
+        with self._changing():
+            record = self.record
+            record.taken, record.inbox = record.inbox, []
+            record.turn_serial += 1
+            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
 
     def begin(self, turn: Turn, now: float) -> None:
         """``turn`` (with its job) becomes the running turn."""
-        turn.started = now
-        self.turn = turn
-        self.move(RUNNING)
+        with self._changing():
+            turn.started = now
+            self.turn = turn
+            self.move(RUNNING)
 
     def mark_settling(self, turn: Turn) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
-        if self.turn is not turn:
-            return False
-        turn.settling = True
-        return True
+        with self._changing():
+            if self.turn is not turn:
+                return False
+            if self.record.state != RUNNING:  # another process interrupted it meanwhile
+                self.turn = None
+                return False
+            turn.settling = True
+            return True
 
     def suspend(self, turn: Turn, result: AgentResult, checkpoint: list[dict[str, Any]] | None) -> AgentResult:
         """``running→suspended`` on the turn's pending request (path stamped); its result."""
-        assert result.pending is not None
-        request = _stamp_path(result.pending, self.record.id)
-        result = attrs.evolve(result, pending=request, text=request.prompt)
-        self.turn = None
-        self.record.suspension = Suspension(
-            request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
-        )
-        self.move(SUSPENDED)
-        self.publish(result)
-        return result
+        with self._changing():
+            assert result.pending is not None
+            request = _stamp_path(result.pending, self.record.id)
+            result = attrs.evolve(result, pending=request, text=request.prompt)
+            self.turn = None
+            self.record.suspension = Suspension(
+                request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
+            )
+            self.move(SUSPENDED)
+            self.publish(result)
+            return result
 
     def finish(self, result: AgentResult) -> None:
         """``running→idle`` with the turn's outcome; the inbox items it took are consumed."""
-        self.turn = None
-        self.record.suspension = None
-        self.record.taken = []
-        self.move(IDLE)
-        self.publish(result)
+        with self._changing():
+            self.turn = None
+            self.record.suspension = None
+            self.record.taken = []
+            self.move(IDLE)
+            self.publish(result)
 
     def abort(self) -> Turn | None:
         """Interrupt the running turn: ``running→idle``, its inbox items back in front."""
-        turn, self.turn = self.turn, None
-        record = self.record
-        record.inbox, record.taken = record.taken + record.inbox, []
-        self.move(IDLE)
-        self.publish(interrupted(record))
-        return turn
+        with self._changing():
+            turn, self.turn = self.turn, None
+            record = self.record
+            record.inbox, record.taken = record.taken + record.inbox, []
+            self.move(IDLE)
+            self.publish(interrupted(record))
+            return turn
 
     def drop_queued_wake(self) -> None:
         """Interrupt a wake still waiting for a slot: it never runs."""
-        self.record.queued = False
-        self.publish(interrupted(self.record))
+        with self._changing():
+            self.record.queued = False
+            self.publish(interrupted(self.record))
 
     def cancel(self, request_id: str) -> bool:
         """``suspended→idle`` when suspended on ``request_id``: the request is dead, the
         inbox items the turn took go back, waiters get ``interrupted``."""
-        record = self.record
-        if not self.suspended_on(request_id):
-            return False
-        record.suspension = None
-        record.inbox, record.taken = record.taken + record.inbox, []
-        self.move(IDLE)
-        self.publish(interrupted(record))
-        return True
+        with self._changing():
+            record = self.record
+            if not self.suspended_on(request_id):
+                return False
+            record.suspension = None
+            record.inbox, record.taken = record.taken + record.inbox, []
+            self.move(IDLE)
+            self.publish(interrupted(record))
+            return True
 
     def suspended_on(self, request_id: str) -> bool:
         pending = self.record.pending
@@ -294,64 +327,74 @@ class Handle:
         ``idle``; an inline Answer (an ancestor's ``wait_for``) goes straight on.
         The returned turn still needs its job and ``begin``.
         """
-        suspension = self.record.suspension
-        assert suspension is not None and self.record.state == SUSPENDED
-        turn = Turn(
-            serial=self.record.turn_serial,
-            input=suspension.input,
-            tokens_before=suspension.tokens_before,
-            prior_turns=suspension.turns,
-        )
-        if origin:
-            turn.resume = (suspension.checkpoint or [], suspension.request, answer)
-        self.record.suspension = None
-        if durable:
-            self.move(IDLE)
-        return turn
+        with self._changing():
+            suspension = self.record.suspension
+            assert suspension is not None and self.record.state == SUSPENDED
+            turn = Turn(
+                serial=self.record.turn_serial,
+                input=suspension.input,
+                tokens_before=suspension.tokens_before,
+                prior_turns=suspension.turns,
+            )
+            if origin:
+                turn.resume = (suspension.checkpoint or [], suspension.request, answer)
+            self.record.suspension = None
+            if durable:
+                self.move(IDLE)
+            return turn
 
     def begin_closing(self) -> list[str] | None:
         """Refuse posts, wakes and children from now on; the children to close first, or
         ``None`` when the handle is closed already."""
-        if self.record.state == CLOSED:
-            return None
-        self.record.closing = True
-        return list(self.record.children)
+        with self._changing():
+            if self.record.state == CLOSED:
+                return None
+            self.record.closing = True
+            return list(self.record.children)
 
     def close(self) -> None:
         """``idle→closed``: final; the record stays readable."""
-        self.move(CLOSED)
+        with self._changing():
+            self.move(CLOSED)
 
     # --- a parent's slots for its children's turns ------------------------------------------
 
     def take_slot(self, cap: int | None) -> bool:
-        if cap is not None and self.record.running_children >= cap:
-            return False
-        self.record.running_children += 1
-        return True
+        with self._changing():
+            if cap is not None and self.record.running_children >= cap:
+                return False
+            self.record.running_children += 1
+            return True
 
     def free_slot(self) -> None:
-        self.record.running_children -= 1
+        with self._changing():
+            self.record.running_children -= 1
 
     def add_child(self, child_id: str) -> None:
-        self.record.children.append(child_id)
+        with self._changing():
+            self.record.children.append(child_id)
 
     def next_child_number(self) -> int:
-        self.record.spawned += 1
-        return self.record.spawned
+        with self._changing():
+            self.record.spawned += 1
+            return self.record.spawned
 
     # --- the ledger -------------------------------------------------------------------------
 
     def charge_model_call(self) -> None:
-        self.record.turns += 1
+        with self._changing():
+            self.record.turns += 1
 
     def charge_tokens(self, tokens: int) -> None:
         """Own usage or a descendant's, rolled up."""
-        self.record.tokens += tokens
+        with self._changing():
+            self.record.tokens += tokens
 
     def charge_tool_calls(self, count: int, *, own: bool) -> None:
-        if own:
-            self.record.tool_calls += count
-        self.record.pool_tool_calls += count
+        with self._changing():
+            if own:
+                self.record.tool_calls += count
+            self.record.pool_tool_calls += count
 
     # --- the reattachment index (``task_lock`` held) ---------------------------------------
 
@@ -360,10 +403,14 @@ class Handle:
         return entry[1] if entry is not None and entry[0] == serial else None
 
     def remember_task(self, key: tuple[str, str], serial: int, child_id: str) -> None:
-        self.record.task_keys[key] = (serial, child_id)
+        with self._changing():
+            self.record.task_keys[key] = (serial, child_id)
 
     def task_children(self, serial: int) -> list[str]:
         return [child_id for turn_serial, child_id in self.record.task_keys.values() if turn_serial == serial]
+
+
+_UNCHANGED = contextlib.nullcontext()
 
 
 def interrupted(record: HandleRecord) -> AgentResult:

@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
+from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
+from .state import DurableTree, SqlState, StateConversations, open_state
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
 from .turns import TurnRunner
 from .tools import Tool, ToolContext, failure
+from .wire import to_wire
 
 if TYPE_CHECKING:
     import requests
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
+#: How long a wait on a turn owned by another process goes without re-reading the state.
+_REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
 
 
@@ -67,14 +72,24 @@ class Runtime:
         hooks: Any = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
+        state: str | os.PathLike[str] | SqlState | None = None,
+        runtime_id: str = "default",
     ) -> None:
         self._registry = normalize_registry(registry)
-        self.root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
-        self._tree = HandleTree(self.root)
+        if state is not None and store is not None:
+            raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
+        self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
+        self._owns_state = state is not None and not isinstance(state, SqlState)
+        self.root = self._open_root()
+        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._shutdown_s = shutdown_ms / 1000
-        self._store: ConversationStore = store if store is not None else InMemoryStore()
+        self._store: ConversationStore
+        if self._durable is not None:
+            self._store = StateConversations(self._durable)
+        else:
+            self._store = store if store is not None else InMemoryStore()
         workers = max_workers or _DEFAULT_WORKERS
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
         engine = build_engine(
@@ -111,7 +126,56 @@ class Runtime:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close(self.root)
+        if self._durable is not None:
+            self.release()
+        else:
+            self.close(self.root)
+
+    # --- the durable state ----------------------------------------------------------------
+
+    def _open_root(self) -> Handle:
+        """The root handle: the stored one when the state holds this tree (opening
+        continues it), else a new one, committed at once."""
+        durable = self._durable
+        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET)
+        if durable is None:
+            return Handle(fresh)
+        try:
+            for handle_id, name in durable.live():
+                if handle_id != ROOT and name not in self._registry:
+                    raise ConfigError(f"the stored tree {durable.runtime_id!r} has a live handle {handle_id} of agent {name!r}, which the registry lacks")
+            stored = durable.load(ROOT)
+            root = Handle(stored or fresh, durable=durable)
+            if stored is None:
+                with durable.change(root):
+                    pass
+            return root
+        except BaseException:
+            if self._owns_state:
+                durable.store.close()
+            raise
+
+    def _load_handle(self, handle_id: str) -> Handle | None:
+        """A handle made by another process (or before this runtime opened the tree)."""
+        assert self._durable is not None
+        record = self._durable.load(handle_id)
+        if record is None:
+            return None
+        return Handle(record, self._registry.get(record.name), durable=self._durable)
+
+    def _atomic(self, *handles: Handle) -> ContextManager[Any]:
+        """One store transaction around a change to ``handles`` (their locks held)."""
+        return self._durable.change(*handles) if self._durable is not None else contextlib.nullcontext()
+
+    def release(self) -> None:
+        """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
+        is for any other runtime (or a later one) to continue. Without a state, closes."""
+        if self._durable is None:
+            self.close(self.root)
+            return
+        self._stop_workers(self._clock() + self._shutdown_s)
+        if self._owns_state:
+            self._durable.store.close()
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -128,6 +192,7 @@ class Runtime:
     def inspect(self, h: Handle | str) -> HandleView:
         handle = self._tree.get(h)
         with handle.lock:
+            handle.sync()
             return handle.view()
 
     def budget(self, h: Handle | str) -> Budget:
@@ -141,6 +206,7 @@ class Runtime:
     def transitions(self, h: Handle | str) -> list[str]:
         handle = self._tree.get(h)
         with handle.lock:
+            handle.sync()
             return list(handle.record.transitions)
 
     def events(self) -> list[dict[str, Any]]:
@@ -164,9 +230,9 @@ class Runtime:
         spent = self._turns.chain_limit(owner)
         if spent is not None:
             raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
-        with owner.lock:
+        with owner.lock, self._atomic(owner):
             child = self._add_child(owner, definition, budget)
-        self._tree.event("spawn", child.id, parent=owner.id, agent=name)
+            self._tree.event("spawn", child.id, parent=owner.id, agent=name)
         self._call_user(definition.on_spawn, child)
         return child
 
@@ -183,8 +249,9 @@ class Runtime:
         own = budgets.merge(definition.budget, budget)
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
-        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition)
-        owner.add_child(child_id)
+        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
+        with child.lock, self._atomic(child):
+            owner.add_child(child_id)
         self._tree.add(child)
         return child
 
@@ -196,7 +263,7 @@ class Runtime:
             InboxFull: the inbox holds ``inbox_cap`` items already.
         """
         handle = self._tree.get(h)
-        with handle.lock:
+        with handle.lock, self._atomic(handle):
             if not handle.accepting:
                 problem: ToolnexusError = HandleClosed(f"closed: {handle.id} accepts no posts")
             elif len(handle.record.inbox) >= self._inbox_cap:
@@ -223,7 +290,7 @@ class Runtime:
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
-        with parent.lock, handle.lock:
+        with parent.lock, handle.lock, self._atomic(parent, handle):
             job = self._admit(parent, handle, prompt)
         if job is not None:
             _jobs.submit(self._executor, job)
@@ -279,10 +346,10 @@ class Runtime:
             self._retire_task_children(handle, turn.serial)
             if run is not None:
                 self._store.save(handle.id, run.messages)
-        with handle.lock:
+        with handle.lock, self._atomic(handle):
             if pending:
                 suspended = handle.suspend(turn, result, run.messages if run is not None else None)
-                self._tree.park(suspended.pending.id, handle.id)  # type: ignore[union-attr]
+                self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
                 handle.finish(result)
         self._release_slot(handle)
@@ -304,16 +371,18 @@ class Runtime:
         jobs = []
         with parent.lock:
             record = parent.record
-            parent.free_slot()
+            with self._atomic(parent):
+                parent.free_slot()
             cap = self._slot_cap(parent)
             while record.wake_queue and (cap is None or record.running_children < cap):
-                sibling = self._tree.get(record.wake_queue.pop(0))
-                with sibling.lock:
+                sibling = self._tree.get(record.wake_queue[0])
+                with sibling.lock, self._atomic(parent, sibling):
+                    record.wake_queue.pop(0)
                     if not sibling.record.queued:
                         continue
                     parent.take_slot(cap)
                     jobs.append(self._start_turn(sibling, sibling.dequeue()))
-                self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
+                    self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
 
@@ -339,35 +408,44 @@ class Runtime:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
+            handle.sync()
             if record.result is not None and not handle.busy:
                 return record.result
             since = record.settled
         while True:
             with handle.lock:
+                handle.sync()
                 if record.settled > since and record.result is not None:
                     return record.result
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
-                if job is None:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-                    handle.changed.wait(remaining)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if job is None and remaining is not None and remaining <= 0:
+                    return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+                if job is None and (self._durable is None or handle.turn is not None):
+                    handle.changed.wait(remaining)  # the turn runs in this process: it notifies
                     continue
-            job.run()
+            if job is not None:
+                job.run()
+            elif self._durable is not None:
+                # Another process has the turn (or will wake it): watch the state for commits.
+                self._durable.store.wait_change(_REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S))
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
         or spawned and woken. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
-            child_id = parent.task_child_id(key, serial)
+            with parent.lock:
+                parent.sync()
+                child_id = parent.task_child_id(key, serial)
             child = self._tree.get(child_id) if child_id is not None else None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
-                    parent.remember_task(key, serial, child.id)
+                    with parent.lock, self._atomic(parent):
+                        parent.remember_task(key, serial, child.id)
                     self.wake(child, prompt)
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
@@ -424,14 +502,16 @@ class Runtime:
         cancelled_request: str | None = None
         turn: Turn | None = None
         settling: Turn | None = None
-        with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock:
+        locked = (parent, handle) if parent is not None else (handle,)
+        with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock, self._atomic(*locked):
             record = handle.record
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
                 turn = handle.abort()
             elif record.queued and parent is not None:
-                parent.record.wake_queue.remove(record.id)
+                if record.id in parent.record.wake_queue:
+                    parent.record.wake_queue.remove(record.id)
                 handle.drop_queued_wake()
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
@@ -455,9 +535,9 @@ class Runtime:
 
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        self._tree.unpark(request_id)
-        for handle in self._tree.all():
-            with handle.lock:
+        self._tree.unpark(request_id, "cancelled")
+        for handle in self._tree.suspended_on(request_id):
+            with handle.lock, self._atomic(handle):
                 handle.cancel(request_id)
 
     def resume(self, answer: Answer) -> None:
@@ -472,19 +552,26 @@ class Runtime:
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
         """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
         (an ancestor answering inline) or to the root's child (the host's durable resume)."""
-        origin_id = self._tree.unpark(answer.id)
+        origin_id = self._tree.parked(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
+        above = self._tree.parent(chain[-1])
+        assert above is not None
+        path = [above, *reversed(chain)]  # lock order: ancestor before descendant
         jobs = []
-        for position, handle in enumerate(chain):
-            parent = self._tree.parent(handle)
-            assert parent is not None
-            with parent.lock, handle.lock:
+        with contextlib.ExitStack() as held:
+            for each in path:
+                held.enter_context(each.lock)
+            held.enter_context(self._atomic(*path))
+            # The claim, every flip and every slot commit together or not at all.
+            if self._tree.unpark(answer.id, "answered", to_wire(answer)) is None:
+                raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
+            for position, handle in enumerate(chain):
                 if not handle.suspended_on(answer.id):
                     continue
                 turn = handle.resume(answer, origin=position == 0, durable=top is None)
-                parent.take_slot(None)
+                path[len(chain) - 1 - position].take_slot(None)
                 jobs.append(self._begin(handle, turn))
         for job in jobs:
             _jobs.submit(self._executor, job)
@@ -497,6 +584,7 @@ class Runtime:
             if parent is None or parent is self.root:
                 break
             with parent.lock:
+                parent.sync()
                 waiting = parent.suspended_on(request_id)
             if not waiting:
                 break
@@ -515,7 +603,7 @@ class Runtime:
             self._stop_workers(deadline)
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
-        with handle.lock:
+        with handle.lock, self._atomic(handle):
             children_ids = handle.begin_closing()
         if children_ids is None:
             return
@@ -528,6 +616,7 @@ class Runtime:
         while True:
             self.interrupt(handle)
             with handle.lock:
+                handle.sync()
                 state = handle.record.state
                 if state == CLOSED:
                     return

@@ -1,0 +1,529 @@
+"""Durable state: the handle tree in a database, so a team outlives its process.
+
+The store is the truth and a runtime's memory is a cache of it. Every state change a
+``Handle`` method makes runs inside one store transaction that first re-reads the row
+when another process changed it, and commits before the handle's lock is released: what
+a waiter can observe is already durable. Claims (answering a request) are single
+conditional statements, never read-then-write.
+
+``SQLiteState`` keeps one writer connection per process behind a leaf lock (WAL mode,
+``busy_timeout`` for other processes); ``toolnexus.postgres.PostgresState`` shares the
+same SQL through ``SqlState``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
+
+import attrs
+
+from .data import AgentResult, Budget, Request
+from .errors import ConfigError, StateError
+from .wire import from_wire, to_wire
+
+if TYPE_CHECKING:
+    from .handle import Handle, HandleRecord
+
+log = logging.getLogger("toolnexus")
+
+#: The schema this code writes. A store stamped with a higher number is refused.
+SCHEMA_VERSION = 1
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Where runtimes keep their trees. Implementations are safe to share between threads.
+
+    ``transaction()`` is re-entrant on one thread: nested calls join the outer one, and
+    only the outermost commits. Inside it no other thread of the process writes.
+    """
+
+    def transaction(self) -> ContextManager[Any]: ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    def wait_change(self, timeout: float) -> None: ...
+
+    def close(self) -> None: ...
+
+    placeholder: str
+    dialect: str
+
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS tn_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS tn_handles (
+        runtime_id TEXT NOT NULL, id TEXT NOT NULL, parent_id TEXT, spawn_no INTEGER NOT NULL,
+        state TEXT NOT NULL, version INTEGER NOT NULL, settled INTEGER NOT NULL,
+        pending_id TEXT, body TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, id))""",
+    """CREATE INDEX IF NOT EXISTS tn_handles_children ON tn_handles (runtime_id, parent_id, spawn_no)""",
+    """CREATE INDEX IF NOT EXISTS tn_handles_pending ON tn_handles (runtime_id, pending_id)""",
+    """CREATE TABLE IF NOT EXISTS tn_requests (
+        runtime_id TEXT NOT NULL, request_id TEXT NOT NULL, handle_id TEXT NOT NULL,
+        status TEXT NOT NULL, request TEXT NOT NULL, answer TEXT,
+        created_at DOUBLE PRECISION NOT NULL, closed_at DOUBLE PRECISION,
+        PRIMARY KEY (runtime_id, request_id))""",
+    """CREATE TABLE IF NOT EXISTS tn_events (
+        seq {serial}, runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL,
+        body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
+    """CREATE INDEX IF NOT EXISTS tn_events_rt ON tn_events (runtime_id, seq)""",
+    """CREATE TABLE IF NOT EXISTS tn_messages (
+        runtime_id TEXT NOT NULL, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (runtime_id, conversation_id))""",
+]
+
+
+class SqlState:
+    """The SQL both stores share; subclasses provide connections and the dialect."""
+
+    placeholder = "?"
+    dialect = "sqlite"
+    serial_column = "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def transaction(self) -> ContextManager[Any]:
+        raise NotImplementedError
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def wait_change(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def migrate(self) -> None:
+        """Create the tables, or refuse a store written by a newer version."""
+        with self.transaction():
+            for statement in _SCHEMA:
+                self.execute(statement.format(serial=self.serial_column))
+            rows = self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'")
+            if not rows:
+                self.execute("INSERT INTO tn_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                return
+        found = int(rows[0][0])
+        if found > SCHEMA_VERSION:
+            raise ConfigError(
+                f"the state store was written by a newer toolnexus (schema {found}; this one reads up to {SCHEMA_VERSION}): upgrade toolnexus"
+            )
+
+
+class SQLiteState(SqlState):
+    """A SQLite file shared by the threads and processes of one host (WAL mode).
+
+    Network filesystems are not supported (WAL needs shared memory); use PostgreSQL to
+    share a tree between hosts.
+    """
+
+    #: Waits for another process's write lock before retrying with backoff.
+    BUSY_TIMEOUT_MS = 5000
+    _BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        try:
+            self._conn = self._connect()
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._watch = self._connect()
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot open the state file {self.path}: {exc}") from exc
+        # guards: _conn and _depth. A leaf: held under handle locks, never calls back.
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._watch_lock = threading.Lock()  # guards: _watch
+        self._closed = False
+        self.migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=self.BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout={self.BUSY_TIMEOUT_MS}")
+        return conn
+
+    def __repr__(self) -> str:
+        return f"SQLiteState({self.path!r})"
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._begin()
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                self._rollback()
+                raise
+            self._depth = 0
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StateError(f"commit to {self.path} failed: {exc}") from exc
+
+    def _begin(self) -> None:
+        for delay in (*self._BACKOFF, None):
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise StateError(f"cannot write to {self.path}: {exc}") from exc
+                if delay is None:
+                    raise StateError(f"{self.path} stayed locked by another process: {exc}") from exc
+                time.sleep(delay)  # another process holds the write lock past busy_timeout
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            if self._closed:
+                raise StateError(f"the state file {self.path} is closed")
+            try:
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise StateError(f"{self.path}: {exc}") from exc
+
+    def wait_change(self, timeout: float) -> None:
+        """Return when another connection committed, or after ``timeout``: polls
+        ``PRAGMA data_version`` (SQLite has no notifications), 20 ms backing off to 250 ms."""
+        deadline = time.monotonic() + timeout
+        with self._watch_lock:
+            before = self._watch.execute("PRAGMA data_version").fetchone()[0]
+        delay = 0.02
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(delay, remaining))  # the documented polling fallback
+            with self._watch_lock:
+                if self._watch.execute("PRAGMA data_version").fetchone()[0] != before:
+                    return
+            delay = min(delay * 2, 0.25)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._conn.close()
+        with self._watch_lock:
+            self._watch.close()
+
+
+def open_state(state: Any) -> SqlState:
+    """A ``state=`` option as a store: a path, a ``postgresql://`` URL, or a store object."""
+    if isinstance(state, SqlState):
+        return state
+    if isinstance(state, str) and state.startswith(("postgresql://", "postgres://")):
+        try:
+            postgres = importlib.import_module(".postgres", __package__)
+        except ImportError as exc:  # depends on the extra
+            raise ConfigError("a postgresql:// state needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)") from exc
+        store: SqlState = postgres.PostgresState(state)
+        return store
+    if isinstance(state, (str, os.PathLike)):
+        return SQLiteState(state)
+    raise ConfigError(f"state must be a path, a postgresql:// URL or a StateStore, not {type(state).__name__}")
+
+
+# --- one runtime's tree inside a store ------------------------------------------------------
+
+
+class DurableTree:
+    """The rows of one ``runtime_id`` in a store, as the runtime and its handles use them."""
+
+    def __init__(self, store: SqlState, runtime_id: str) -> None:
+        self.store = store
+        self.runtime_id = runtime_id
+        self._local = threading.local()  # the handles the current transaction touched
+
+    # --- transactions around handle changes ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def change(self, *handles: Handle) -> Iterator[None]:
+        """One transaction around a change to ``handles`` (their locks held): re-read rows
+        another process changed, run the block, write every touched row, commit."""
+        touched: dict[str, Handle] | None = getattr(self._local, "touched", None)
+        outer = touched is None
+        if outer:
+            touched = self._local.touched = {}
+        assert touched is not None
+        try:
+            with self.store.transaction():
+                for handle in handles:
+                    if handle.id not in touched:
+                        self._refresh(handle)
+                        touched[handle.id] = handle
+                yield
+                if outer:
+                    for handle in touched.values():
+                        self._write(handle)
+        except BaseException:
+            if outer:
+                for handle in touched.values():
+                    handle.record.version = -1  # memory ran ahead of the store: re-read next time
+            raise
+        finally:
+            if outer:
+                self._local.touched = None
+
+    def sync(self, handle: Handle) -> None:
+        """Re-read ``handle`` (its lock held) when another process changed it."""
+        self._refresh(handle)
+
+    def _refresh(self, handle: Handle) -> None:
+        rows = self.store.execute(
+            "SELECT version, body FROM tn_handles WHERE runtime_id = ? AND id = ?"
+            + (" FOR UPDATE" if self.store.dialect == "postgresql" and self._in_change() else ""),
+            (self.runtime_id, handle.id),
+        )
+        if not rows or rows[0][0] == handle.record.version:
+            return
+        fresh = record_from_body(handle.id, rows[0][0], _json(rows[0][1]), self.children(handle.id))
+        for field in attrs.fields(type(fresh)):
+            setattr(handle.record, field.name, getattr(fresh, field.name))
+
+    def _in_change(self) -> bool:
+        return getattr(self._local, "touched", None) is not None
+
+    def _write(self, handle: Handle) -> None:
+        record = handle.record
+        record.version = max(record.version, 0) + 1
+        pending = record.pending
+        self.store.execute(
+            "INSERT INTO tn_handles (runtime_id, id, parent_id, spawn_no, state, version, settled, pending_id, body, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (runtime_id, id) DO UPDATE SET"
+            " state = excluded.state, version = excluded.version, settled = excluded.settled,"
+            " pending_id = excluded.pending_id, body = excluded.body, updated_at = excluded.updated_at",
+            (
+                self.runtime_id,
+                record.id,
+                record.parent,
+                _spawn_no(record.id),
+                record.state,
+                record.version,
+                record.settled,
+                pending.id if pending is not None else None,
+                json.dumps(body_of(record), separators=(",", ":")),
+                time.time(),
+            ),
+        )
+
+    # --- reading the tree ---------------------------------------------------------------------
+
+    def load(self, handle_id: str) -> HandleRecord | None:
+        rows = self.store.execute("SELECT version, body FROM tn_handles WHERE runtime_id = ? AND id = ?", (self.runtime_id, handle_id))
+        if not rows:
+            return None
+        return record_from_body(handle_id, rows[0][0], _json(rows[0][1]), self.children(handle_id))
+
+    def children(self, handle_id: str) -> list[str]:
+        rows = self.store.execute(
+            "SELECT id FROM tn_handles WHERE runtime_id = ? AND parent_id = ? ORDER BY spawn_no", (self.runtime_id, handle_id)
+        )
+        return [row[0] for row in rows]
+
+    def live(self) -> list[tuple[str, str]]:
+        """``(id, agent name)`` of every handle that is not closed, in id order."""
+        rows = self.store.execute(
+            "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed' ORDER BY id", (self.runtime_id,)
+        )
+        return [(row[0], _json(row[1])["name"]) for row in rows]
+
+    def suspended_on(self, request_id: str) -> list[str]:
+        rows = self.store.execute("SELECT id FROM tn_handles WHERE runtime_id = ? AND pending_id = ?", (self.runtime_id, request_id))
+        return [row[0] for row in rows]
+
+    # --- requests: the park index and the answer claim -----------------------------------------
+
+    def open_request(self, request: Request, handle_id: str) -> None:
+        """Park ``request`` on the deepest handle whose tool asked (children settle first)."""
+        if self.store.dialect == "postgresql":
+            suffix = " ON CONFLICT DO NOTHING"
+            verb = "INSERT"
+        else:
+            suffix = ""
+            verb = "INSERT OR IGNORE"
+        self.store.execute(
+            f"{verb} INTO tn_requests (runtime_id, request_id, handle_id, status, request, created_at) VALUES (?, ?, ?, 'open', ?, ?){suffix}",
+            (self.runtime_id, request.id, handle_id, json.dumps(to_wire(request)), time.time()),
+        )
+
+    def parked(self, request_id: str) -> str | None:
+        rows = self.store.execute(
+            "SELECT handle_id FROM tn_requests WHERE runtime_id = ? AND request_id = ? AND status = 'open'", (self.runtime_id, request_id)
+        )
+        return rows[0][0] if rows else None
+
+    def claim(self, request_id: str, outcome: str, answer: Any = None) -> str | None:
+        """Close an open request as ``outcome``; the handle it was parked on, or ``None``
+        when it was not open (another process answered or cancelled it first)."""
+        rows = self.store.execute(
+            "UPDATE tn_requests SET status = ?, answer = ?, closed_at = ? WHERE runtime_id = ? AND request_id = ? AND status = 'open'"
+            " RETURNING handle_id",
+            (outcome, json.dumps(answer) if answer is not None else None, time.time(), self.runtime_id, request_id),
+        )
+        return rows[0][0] if rows else None
+
+    def open_requests(self) -> list[Request]:
+        rows = self.store.execute(
+            "SELECT request FROM tn_requests WHERE runtime_id = ? AND status = 'open' ORDER BY created_at", (self.runtime_id,)
+        )
+        return [from_wire(Request, _json(row[0])) for row in rows]
+
+    # --- events and transcripts ------------------------------------------------------------------
+
+    def event(self, event: dict[str, Any]) -> None:
+        self.store.execute(
+            "INSERT INTO tn_events (runtime_id, handle_id, body, at) VALUES (?, ?, ?, ?)",
+            (self.runtime_id, event["handle"], json.dumps(event), time.time()),
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        rows = self.store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self.runtime_id,))
+        return [_json(row[0]) for row in rows]
+
+    def get_messages(self, conversation_id: str) -> list[dict[str, Any]] | None:
+        rows = self.store.execute(
+            "SELECT body FROM tn_messages WHERE runtime_id = ? AND conversation_id = ?", (self.runtime_id, conversation_id)
+        )
+        return _json(rows[0][0]) if rows else None
+
+    def save_messages(self, conversation_id: str, messages: list[dict[str, Any]]) -> None:
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO tn_messages (runtime_id, conversation_id, body) VALUES (?, ?, ?)"
+                " ON CONFLICT (runtime_id, conversation_id) DO UPDATE SET body = excluded.body",
+                (self.runtime_id, conversation_id, json.dumps(messages)),
+            )
+
+
+class StateConversations:
+    """``rt.conversation_store`` on a durable state: transcripts live next to the tree."""
+
+    def __init__(self, tree: DurableTree) -> None:
+        self._tree = tree
+
+    def get(self, id: str) -> list[dict[str, Any]] | None:
+        return self._tree.get_messages(id)
+
+    def save(self, id: str, messages: list[dict[str, Any]]) -> None:
+        self._tree.save_messages(id, list(messages))
+
+
+# --- a handle record as a row body -----------------------------------------------------------
+
+
+def body_of(record: HandleRecord) -> dict[str, Any]:
+    """Everything of a record but its id and children (those are columns and rows)."""
+    suspension = record.suspension
+    return {
+        "name": record.name,
+        "parent": record.parent,
+        "depth": record.depth,
+        "budget": attrs.asdict(record.budget),
+        "state": record.state,
+        "spawned": record.spawned,
+        "transitions": record.transitions,
+        "inbox": [[item.sender, item.channel, item.text] for item in record.inbox],
+        "taken": [[item.sender, item.channel, item.text] for item in record.taken],
+        "turns": record.turns,
+        "tokens": record.tokens,
+        "tool_calls": record.tool_calls,
+        "pool_tool_calls": record.pool_tool_calls,
+        "suspension": None
+        if suspension is None
+        else {
+            "request": to_wire(suspension.request),
+            "input": suspension.input,
+            "checkpoint": suspension.checkpoint,
+            "tokens_before": suspension.tokens_before,
+            "turns": suspension.turns,
+        },
+        "turn_serial": record.turn_serial,
+        "task_keys": [[agent, prompt, serial, child] for (agent, prompt), (serial, child) in record.task_keys.items()],
+        "result": to_wire(record.result) if record.result is not None else None,
+        "settled": record.settled,
+        "closing": record.closing,
+        "queued_prompt": record.queued_prompt,
+        "queued": record.queued,
+        "running_children": record.running_children,
+        "wake_queue": record.wake_queue,
+    }
+
+
+def record_from_body(handle_id: str, version: int, body: dict[str, Any], children: list[str]) -> HandleRecord:
+    from .handle import HandleRecord, InboxItem, Suspension
+
+    suspension = body["suspension"]
+    return HandleRecord(
+        id=handle_id,
+        name=body["name"],
+        parent=body["parent"],
+        depth=body["depth"],
+        budget=Budget(**body["budget"]),
+        state=body["state"],
+        children=children,
+        spawned=body["spawned"],
+        transitions=list(body["transitions"]),
+        inbox=[InboxItem(*item) for item in body["inbox"]],
+        taken=[InboxItem(*item) for item in body["taken"]],
+        turns=body["turns"],
+        tokens=body["tokens"],
+        tool_calls=body["tool_calls"],
+        pool_tool_calls=body["pool_tool_calls"],
+        suspension=None
+        if suspension is None
+        else Suspension(
+            request=from_wire(Request, suspension["request"]),
+            input=suspension["input"],
+            checkpoint=suspension["checkpoint"],
+            tokens_before=suspension["tokens_before"],
+            turns=suspension["turns"],
+        ),
+        turn_serial=body["turn_serial"],
+        task_keys={(agent, prompt): (serial, child) for agent, prompt, serial, child in body["task_keys"]},
+        result=from_wire(AgentResult, body["result"]) if body["result"] is not None else None,
+        settled=body["settled"],
+        closing=body["closing"],
+        queued_prompt=body["queued_prompt"],
+        queued=body["queued"],
+        running_children=body["running_children"],
+        wake_queue=list(body["wake_queue"]),
+        version=version,
+    )
+
+
+def _spawn_no(handle_id: str) -> int:
+    last = handle_id.rsplit("/", 1)[-1]
+    number = last.rsplit(".", 1)[-1]
+    return int(number) if number.isdigit() else 0
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+__all__ = ["StateStore", "SQLiteState", "SqlState", "StateError", "SCHEMA_VERSION", "open_state"]
