@@ -104,9 +104,16 @@ class SqlState:
     def close(self) -> None:
         raise NotImplementedError
 
+    def notify(self, payload: str) -> None:
+        """Tell other processes that the current transaction changed ``payload``'s handle."""
+
+    def _prepare_migration(self) -> None:
+        """Store-specific set-up inside the migration transaction."""
+
     def migrate(self) -> None:
         """Create the tables, or refuse a store written by a newer version."""
         with self.transaction():
+            self._prepare_migration()
             for statement in _SCHEMA:
                 self.execute(statement.format(serial=self.serial_column))
             rows = self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'")
@@ -330,6 +337,7 @@ class DurableTree:
                 time.time(),
             ),
         )
+        self.store.notify(f"{self.runtime_id}|{record.id}")
 
     # --- reading the tree ---------------------------------------------------------------------
 

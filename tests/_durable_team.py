@@ -1,0 +1,114 @@
+"""A small team for the durable-state tests, usable from this process and from child
+processes (``python tests/_durable_team.py COMMAND ...`` prints one JSON line).
+
+boss delegates ``deploy`` to worker; worker's ``approve`` tool suspends until answered and,
+once approved, appends one line to the effects file (a side effect counted by the tests).
+Every model call is appended to the calls file, so a test can count them across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from toolnexus import AgentDef, Runtime, Tool, make_answer, make_request, suspend  # noqa: E402
+from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
+from toolnexus.wire import to_wire  # noqa: E402
+
+USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
+_append_lock = threading.Lock()
+
+
+def _append(path: str | None, line: str) -> None:
+    if path is None:
+        return
+    with _append_lock, open(path, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def lines(path: str) -> list[str]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def registry(effects: str | None = None) -> dict[str, AgentDef]:
+    def approve(args: dict[str, Any], ctx: Any) -> Any:
+        if ctx.answer is None:
+            return suspend(make_request("approval", "approve deploy?"))
+        _append(effects, f"deployed {ctx.handle_id}")
+        return "approved"
+
+    worker = AgentDef("worker", "deploys", model="m-worker", tools=[Tool("approve", "ask for approval", None, approve)])
+    boss = AgentDef("boss", "delegates", model="m-boss", team=("worker",))
+    echo = AgentDef("echo", "answers at once", model="m-echo")
+    return {"boss": boss, "worker": worker, "echo": echo}
+
+
+def model(calls: str | None = None) -> ScriptedModel:
+    def boss(request: dict[str, Any]) -> dict[str, Any]:
+        _append(calls, "boss")
+        found = tool_messages(request)
+        if found:
+            return {"content": f"boss: {found[-1]}"}
+        return {"tool_calls": [{"id": "call_task", "name": "task", "arguments": {"agent": "worker", "prompt": "deploy"}}]}
+
+    def worker(request: dict[str, Any]) -> dict[str, Any]:
+        _append(calls, "worker")
+        found = tool_messages(request)
+        if found:
+            return {"content": f"deployed: {found[-1]}"}
+        return {"tool_calls": [{"id": "call_approve", "name": "approve", "arguments": {}}]}
+
+    def echo(request: dict[str, Any]) -> dict[str, Any]:
+        _append(calls, "echo")
+        return {"content": "echoed"}
+
+    return ScriptedModel({"m-boss": boss, "m-worker": worker, "m-echo": echo}, usage=USAGE)
+
+
+def runtime(state: str, runtime_id: str, effects: str | None = None, calls: str | None = None, **options: Any) -> Runtime:
+    return Runtime(registry(effects), generate=model(calls), state=state, runtime_id=runtime_id, **options)
+
+
+def _main(argv: list[str]) -> None:
+    command, state, runtime_id, effects, calls = argv[:5]
+    rt = runtime(state, runtime_id, effects, calls)
+    if command == "pending":
+        # Run the team to its approval request, print it, and die without letting go.
+        result = rt.run_agent("boss", "ship it")
+        print(json.dumps({"status": result.status, "handle": result.handle_id, "pending": to_wire(result.pending)}), flush=True)
+        os._exit(0)
+    if command == "resume":
+        request_id, barrier = argv[5], argv[6]
+        while not os.path.exists(barrier):  # both racers start together
+            pass
+        try:
+            rt.resume(make_answer(request_id, True))
+            outcome = "resumed"
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            outcome = type(exc).__name__
+        handle = argv[7]
+        final = rt.wait(handle, timeout=20) if outcome == "resumed" else None
+        print(json.dumps({"outcome": outcome, "final": to_wire(final) if final else None}), flush=True)
+        rt.release()
+        return
+    if command == "echoes":
+        count = int(argv[5])
+        done = sum(rt.run_agent("echo", f"hello {n}").status == "done" for n in range(count))
+        print(json.dumps({"done": done}), flush=True)
+        rt.release()
+        return
+    raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
