@@ -212,6 +212,16 @@ class Runtime:
     def events(self) -> list[dict[str, Any]]:
         return self._tree.events()
 
+    def open_requests(self) -> list[Request]:
+        """Every request waiting for an ``resume``, once each (as the asking handle has it)."""
+        if self._durable is not None:
+            return self._durable.open_requests()
+        seen: dict[str, Request] = {}
+        for view in self.handles():
+            if view.pending is not None:
+                seen.setdefault(view.pending.id, view.pending)
+        return list(seen.values())
+
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
         return self._turns.metrics.render()

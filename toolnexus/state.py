@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol, Seque
 
 import attrs
 
-from .data import AgentResult, Budget, Request
+from .data import AgentResult, Budget, HandleView, Request
 from .errors import ConfigError, StateError
 from .wire import from_wire, to_wire
 
@@ -426,6 +426,35 @@ class DurableTree:
                 " ON CONFLICT (runtime_id, conversation_id) DO UPDATE SET body = excluded.body",
                 (self.runtime_id, conversation_id, json.dumps(messages)),
             )
+
+
+def stored_views(tree: DurableTree) -> list[HandleView]:
+    """Every stored handle of ``tree`` as ``handles()`` lists them (no registry needed)."""
+    views: list[HandleView] = []
+
+    def visit(handle_id: str) -> None:
+        record = tree.load(handle_id)
+        if record is None:
+            return
+        views.append(
+            HandleView(
+                id=record.id,
+                name=record.name,
+                state=record.state,
+                parent=record.parent,
+                children=list(record.children),
+                turns=record.turns,
+                tokens=record.tokens,
+                tool_calls=record.tool_calls,
+                inbox=len(record.inbox),
+                pending=record.pending,
+            )
+        )
+        for child in record.children:
+            visit(child)
+
+    visit("root")
+    return views
 
 
 class StateConversations:
