@@ -22,19 +22,20 @@ class Overlap:
     """Makes two callers overlap when nothing keeps them apart: the first to arrive waits
     (up to ``OVERLAP_S``) for the second; the second lets the first go on."""
 
-    def __init__(self):
+    def __init__(self, patience=OVERLAP_S):
+        self._patience = patience
         self._lock = threading.Lock()
         self._arrived = 0
-        self._second = threading.Event()
+        self.second_came = threading.Event()
 
     def meet(self):
         with self._lock:
             self._arrived += 1
             first = self._arrived == 1
         if first:
-            self._second.wait(OVERLAP_S)
+            self.second_came.wait(self._patience)
         else:
-            self._second.set()
+            self.second_came.set()
 
 
 class Payment:
@@ -146,7 +147,7 @@ def test_concurrent_asks_on_one_conversation_keep_every_exchange():
 
 
 def test_asks_on_different_conversations_are_not_serialised():
-    overlap = Overlap()
+    overlap = Overlap(patience=HANG)
     met = []
 
     def model(request):
@@ -156,7 +157,7 @@ def test_asks_on_different_conversations_are_not_serialised():
 
     with Client(model="m", generate=model) as client:
         both(lambda: client.ask("one", id="a"), lambda: client.ask("two", id="b"))
-    assert overlap._second.is_set()  # the second arrived while the first was still inside
+    assert overlap.second_came.is_set()  # the second arrived while the first was still inside
 
 
 class LockingStore(InMemoryStore):
