@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import threading
 import warnings
 import weakref
@@ -205,10 +206,29 @@ def test_clients_sharing_one_store_are_serialised_on_a_conversation():
     assert len(store.get("conv")) == 4
 
 
+def _sockets_to(port):
+    """This process's open TCP sockets whose far end is ``port`` on this machine (Linux /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if int(fields[2].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                mine.add(target[len("socket:[") : -1])
+    return mine & inodes
+
+
 def _tool_threads():
     return [t for t in threading.enumerate() if t.name.startswith("toolnexus-tools")]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="counts sockets through Linux /proc")
 def test_an_unclosed_client_releases_its_threads_and_sockets_when_dropped():
     def model(request):
         return text("ok") if tool_messages(request) else calls(call("c1", "noop"))
@@ -217,8 +237,7 @@ def test_an_unclosed_client_releases_its_threads_and_sockets_when_dropped():
         before = set(_tool_threads())
         client = Client(model="m", base_url=server.base_url, api_key="k")
         client.run("hi")
-        adapter = client._engine.transport._session.get_adapter(server.base_url)
-        assert adapter.poolmanager.pools  # a kept-alive connection
+        assert _sockets_to(server.port)  # a kept-alive connection
         tools = Client(model="m", generate=model)
         tools.run("go", Toolkit([Tool("noop", "Does nothing.", EMPTY_SCHEMA, lambda args, ctx: "ok")]))
         started = set(_tool_threads()) - before
@@ -232,7 +251,7 @@ def test_an_unclosed_client_releases_its_threads_and_sockets_when_dropped():
         finally:
             gc.enable()
         assert [ref() for ref in gone] == [None, None]
-        assert not adapter.poolmanager.pools
+        assert not _sockets_to(server.port)
         for thread in started:
             thread.join(HANG)
             assert not thread.is_alive()
