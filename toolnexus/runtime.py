@@ -174,7 +174,7 @@ class Runtime:
         if self._durable is None:
             self.close(self.root)
             return
-        self._stop_workers(self._clock() + self._shutdown_s)
+        self._stop_workers(time.monotonic() + self._shutdown_s + _THREAD_GRACE_S)
         if self._owns_state:
             self._durable.store.close()
 
