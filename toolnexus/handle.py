@@ -113,6 +113,16 @@ class HandleRecord:
     wake_queue: list[str] = attrs.Factory(list)
     #: The stored row's version this record reflects (durable state only).
     version: int = 0
+    #: The running turn, as much of it as another process needs to take it over after a
+    #: crash: who runs it, its input, where its ledger stood, and the resume it continues.
+    turn_owner: str | None = None
+    turn_input: str | None = None
+    turn_tokens_before: int = 0
+    turn_prior_turns: int = 0
+    turn_segment: int = 0
+    turn_resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
+    #: The tree's own random id (the root's record), part of every idempotency key.
+    nonce: str = ""
 
     @property
     def pending(self) -> Request | None:
@@ -127,7 +137,9 @@ class Turn:
     input: str
     scope: CancelScope = attrs.Factory(CancelScope)
     job: Job | None = None
-    resume: tuple[list[dict[str, Any]], Request, Any] | None = None
+    resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
+    #: +1 each time the turn continues at a checkpoint (its journal starts afresh).
+    segment: int = 0
     started: float = 0.0
     tokens_before: int = 0
     prior_turns: int = 0
@@ -242,22 +254,53 @@ class Handle:
             record = self.record
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
+            record.turn_segment = 0
             return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
 
-    def begin(self, turn: Turn, now: float) -> None:
-        """``turn`` (with its job) becomes the running turn."""
+    def begin(self, turn: Turn, now: float, owner: str | None = None) -> None:
+        """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
         with self._changing():
             turn.started = now
             self.turn = turn
+            self._own(turn, owner)
             self.move(RUNNING)
 
-    def mark_settling(self, turn: Turn) -> bool:
+    def take_over(self, turn: Turn, now: float, owner: str) -> None:
+        """Run the stored turn of a handle whose owner died: it stays ``running``."""
+        with self._changing():
+            turn.started = now
+            self.turn = turn
+            self._own(turn, owner)
+            self.changed.notify_all()
+
+    def stored_turn(self) -> Turn:
+        """The running turn as the state holds it, for a runtime that takes it over."""
+        record = self.record
+        return Turn(
+            serial=record.turn_serial,
+            input=record.turn_input or "",
+            tokens_before=record.turn_tokens_before,
+            prior_turns=record.turn_prior_turns,
+            resume=record.turn_resume,
+            segment=record.turn_segment,
+        )
+
+    def _own(self, turn: Turn, owner: str | None) -> None:
+        record = self.record
+        record.turn_owner, record.turn_input, record.turn_resume = owner, turn.input, turn.resume
+        record.turn_tokens_before, record.turn_prior_turns, record.turn_segment = turn.tokens_before, turn.prior_turns, turn.segment
+
+    def _disown(self) -> None:
+        self.turn = None
+        self.record.turn_owner = self.record.turn_input = self.record.turn_resume = None
+
+    def mark_settling(self, turn: Turn, owner: str | None = None) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
         with self._changing():
             if self.turn is not turn:
                 return False
-            if self.record.state != RUNNING:  # another process interrupted it meanwhile
-                self.turn = None
+            if self.record.state != RUNNING or (self.durable is not None and self.record.turn_owner != owner):
+                self.turn = None  # another process interrupted it, or took it over
                 return False
             turn.settling = True
             return True
@@ -268,7 +311,7 @@ class Handle:
             assert result.pending is not None
             request = _stamp_path(result.pending, self.record.id)
             result = attrs.evolve(result, pending=request, text=request.prompt)
-            self.turn = None
+            self._disown()
             self.record.suspension = Suspension(
                 request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
             )
@@ -279,7 +322,7 @@ class Handle:
     def finish(self, result: AgentResult) -> None:
         """``running→idle`` with the turn's outcome; the inbox items it took are consumed."""
         with self._changing():
-            self.turn = None
+            self._disown()
             self.record.suspension = None
             self.record.taken = []
             self.move(IDLE)
@@ -288,7 +331,8 @@ class Handle:
     def abort(self) -> Turn | None:
         """Interrupt the running turn: ``running→idle``, its inbox items back in front."""
         with self._changing():
-            turn, self.turn = self.turn, None
+            turn = self.turn
+            self._disown()
             record = self.record
             record.inbox, record.taken = record.taken + record.inbox, []
             self.move(IDLE)
@@ -334,10 +378,14 @@ class Handle:
                 serial=self.record.turn_serial,
                 input=suspension.input,
                 tokens_before=suspension.tokens_before,
-                prior_turns=suspension.turns,
+                # A replay with a journal serves the recorded replies again and counts them
+                # in the run; without one, they were asked again and the run counts them anew.
+                prior_turns=suspension.turns if origin or self.durable is None else 0,
             )
+            turn.segment = self.record.turn_segment
             if origin:
                 turn.resume = (suspension.checkpoint or [], suspension.request, answer)
+                turn.segment += 1  # a fresh transcript from the checkpoint: a fresh journal
             self.record.suspension = None
             if durable:
                 self.move(IDLE)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
+RECOVER_OPTIONS = ("resume", "interrupt", "leave")
+_HOST = socket.gethostname()
 #: How long a wait on a turn owned by another process goes without re-reading the state.
 _REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
@@ -75,10 +79,20 @@ class Runtime:
         max_workers: int | None = None,
         state: str | os.PathLike[str] | SqlState | None = None,
         runtime_id: str = "default",
+        lease_ms: int = 15000,
+        recover: str = "resume",
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
             raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
+        if recover not in RECOVER_OPTIONS:
+            raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
+        if lease_ms <= 0:
+            raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
+        self._recover = recover
+        self._lease_s = lease_ms / 1000
+        self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
+        self._letting_go = threading.Event()
         self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
         self._owns_state = state is not None and not isinstance(state, SqlState)
         self.root = self._open_root()
@@ -118,7 +132,17 @@ class Runtime:
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
+            nonce=self.root.record.nonce,
+            durable=self._durable,
+            owner=self._owner,
         )
+        self._heartbeat: threading.Thread | None = None
+        if self._durable is not None:
+            self._durable.register_owner(self._owner, _HOST, os.getpid())
+            if self._recover != "leave":
+                self._sweep()
+            self._heartbeat = threading.Thread(target=self._beat, name="toolnexus-heartbeat", daemon=True)
+            self._heartbeat.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -138,7 +162,7 @@ class Runtime:
         """The root handle: the stored one when the state holds this tree (opening
         continues it), else a new one, committed at once."""
         durable = self._durable
-        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET)
+        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=uuid.uuid4().hex)
         if durable is None:
             return Handle(fresh)
         try:
@@ -174,9 +198,84 @@ class Runtime:
         if self._durable is None:
             self.close(self.root)
             return
+        if self._letting_go.is_set():
+            return
+        for handle in self._tree.all():  # turns still running here stop; the state keeps them
+            turn = handle.turn
+            if turn is not None:
+                turn.scope.cancel()
         self._stop_workers(time.monotonic() + self._shutdown_s + _THREAD_GRACE_S)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Stop the heartbeat; this runtime's remaining turns are orphaned for others to recover."""
+        assert self._durable is not None
+        if self._letting_go.is_set():
+            return
+        self._letting_go.set()
+        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+            self._heartbeat.join(timeout=self._shutdown_s + _THREAD_GRACE_S)
+        with contextlib.suppress(ToolnexusError):
+            self._durable.drop_owner(self._owner)
         if self._owns_state:
             self._durable.store.close()
+
+    # --- owners, leases and recovery ------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Prove this runtime alive every third of a lease; recover orphaned turns."""
+        assert self._durable is not None
+        while not self._letting_go.wait(self._lease_s / 3):
+            try:
+                self._durable.heartbeat(self._owner)
+                if self._recover != "leave":
+                    self._sweep()
+            except ToolnexusError:
+                log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
+
+    def _sweep(self) -> None:
+        """Recover every orphaned turn of the tree, as ``recover`` says (deepest first)."""
+        assert self._durable is not None
+        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+            self._take_over(handle_id, dead_owner, self._recover)
+
+    def recover(self, h: Handle | str) -> bool:
+        """Continue an orphaned turn here from its journal (for ``recover="leave"``).
+
+        Returns whether there was an orphaned turn to take over.
+        """
+        if self._durable is None:
+            return False
+        handle = self._tree.get(h)
+        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+            if handle_id == handle.id:
+                return self._take_over(handle_id, dead_owner, "resume")
+        return False
+
+    def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
+        """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
+        assert self._durable is not None
+        handle = self._tree.get(handle_id)
+        parent = self._tree.parent(handle)
+        assert parent is not None
+        job = None
+        with parent.lock, handle.lock, self._atomic(parent, handle):
+            record = handle.record
+            if record.state != RUNNING or record.turn_owner != dead_owner or handle.turn is not None:
+                return False  # finished, interrupted or claimed by someone else meanwhile
+            if mode == "interrupt":
+                handle.abort()
+                self._durable.forget_turn(handle.id, record.turn_serial)
+            else:
+                turn = handle.stored_turn()
+                turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
+                handle.take_over(turn, self._clock(), self._owner)
+            self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
+        if job is None:
+            self._release_slot(handle)
+        else:
+            _jobs.submit(self._executor, job)
+        return True
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -328,7 +427,7 @@ class Runtime:
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
-        handle.begin(turn, self._clock())
+        handle.begin(turn, self._clock(), self._owner)
         return turn.job
 
     def _run_turn(self, handle: Handle, turn: Turn) -> None:
@@ -351,7 +450,7 @@ class Runtime:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
         with handle.lock:
-            if not handle.mark_settling(turn):
+            if not handle.mark_settling(turn, self._owner):
                 return  # interrupted meanwhile; the interrupt published already
         if not pending:
             self._retire_task_children(handle, turn.serial)
@@ -363,6 +462,8 @@ class Runtime:
                 self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
                 handle.finish(result)
+                if self._durable is not None:
+                    self._durable.forget_turn(handle.id, turn.serial)
         self._release_slot(handle)
 
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
@@ -520,6 +621,8 @@ class Runtime:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
                 turn = handle.abort()
+                if self._durable is not None:
+                    self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
                 if record.id in parent.record.wake_queue:
                     parent.record.wake_queue.remove(record.id)
@@ -614,6 +717,8 @@ class Runtime:
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
             self._stop_workers(threads_by)
+            if self._durable is not None:
+                self._let_go()
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock, self._atomic(handle):
@@ -679,3 +784,14 @@ def _ancestry(handle_id: str) -> set[str]:
 def _runnable(handle: Handle) -> bool:
     turn = handle.turn
     return turn is not None and turn.job is not None and not turn.job.claimed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host still exists (a dead owner's turns need no lease wait)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

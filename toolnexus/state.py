@@ -21,11 +21,11 @@ import os
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
 
 import attrs
 
-from .data import AgentResult, Budget, HandleView, Request
+from .data import AgentResult, Answer, Budget, HandleView, Request
 from .errors import ConfigError, StateError
 from .wire import from_wire, to_wire
 
@@ -76,6 +76,15 @@ _SCHEMA = [
         seq {serial}, runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL,
         body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS tn_events_rt ON tn_events (runtime_id, seq)""",
+    """CREATE TABLE IF NOT EXISTS tn_journal (
+        runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL, serial INTEGER NOT NULL, segment INTEGER NOT NULL,
+        kind TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL, status TEXT NOT NULL,
+        payload TEXT, at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, handle_id, serial, segment, kind, step, call_id))""",
+    """CREATE TABLE IF NOT EXISTS tn_owners (
+        runtime_id TEXT NOT NULL, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL, heartbeat_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, owner))""",
     """CREATE TABLE IF NOT EXISTS tn_messages (
         runtime_id TEXT NOT NULL, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (runtime_id, conversation_id))""",
@@ -401,6 +410,71 @@ class DurableTree:
         )
         return [from_wire(Request, _json(row[0])) for row in rows]
 
+    # --- the turn journal: each model reply and tool result, committed as it happens -------------
+
+    def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+        rows = self.store.execute(
+            "SELECT status, payload FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ?"
+            " AND kind = ? AND step = ? AND call_id = ?",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
+        )
+        return (rows[0][0], _json(rows[0][1]) if rows[0][1] is not None else None) if rows else None
+
+    def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
+        self.store.execute(
+            "INSERT INTO tn_journal (runtime_id, handle_id, serial, segment, kind, step, call_id, status, payload, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (runtime_id, handle_id, serial, segment, kind, step, call_id)"
+            " DO UPDATE SET status = excluded.status, payload = excluded.payload, at = excluded.at",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id, status, json.dumps(payload) if payload is not None else None, time.time()),
+        )
+
+    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None:
+        self.store.execute(
+            "DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ? AND kind = ? AND step = ? AND call_id = ?",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
+        )
+
+    def forget_turn(self, handle_id: str, serial: int) -> None:
+        """A settled turn needs no journal: nothing will replay it."""
+        self.store.execute("DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ?", (self.runtime_id, handle_id, serial))
+
+    # --- owners: who runs which turn, and whether they are still alive ---------------------------
+
+    def register_owner(self, owner: str, host: str, pid: int) -> None:
+        now = time.time()
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO tn_owners (runtime_id, owner, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (runtime_id, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+                (self.runtime_id, owner, host, pid, now, now),
+            )
+
+    def heartbeat(self, owner: str) -> None:
+        with self.store.transaction():
+            self.store.execute("UPDATE tn_owners SET heartbeat_at = ? WHERE runtime_id = ? AND owner = ?", (time.time(), self.runtime_id, owner))
+
+    def drop_owner(self, owner: str) -> None:
+        with self.store.transaction():
+            self.store.execute("DELETE FROM tn_owners WHERE runtime_id = ? AND owner = ?", (self.runtime_id, owner))
+
+    def orphans(self, lease_s: float, host: str, alive: Callable[[int], bool]) -> list[tuple[str, str | None]]:
+        """``(handle id, dead owner)`` of every running turn whose owner is gone: no heartbeat
+        for ``lease_s``, or a process of this host that no longer exists. Deepest first."""
+        owners = {
+            row[0]: (row[1], int(row[2]), float(row[3]))
+            for row in self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
+        }
+        now = time.time()
+        found = []
+        for handle_id, body in self.store.execute("SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'", (self.runtime_id,)):
+            owner = _json(body).get("turn_owner")
+            known = owners.get(owner) if owner is not None else None
+            dead = known is None or now - known[2] > lease_s or (known[0] == host and not alive(known[1]))
+            if dead:
+                found.append((handle_id, owner))
+        found.sort(key=lambda item: -item[0].count("/"))
+        return found
+
     # --- events and transcripts ------------------------------------------------------------------
 
     def event(self, event: dict[str, Any]) -> None:
@@ -508,6 +582,15 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
         "queued": record.queued,
         "running_children": record.running_children,
         "wake_queue": record.wake_queue,
+        "turn_owner": record.turn_owner,
+        "turn_input": record.turn_input,
+        "turn_tokens_before": record.turn_tokens_before,
+        "turn_prior_turns": record.turn_prior_turns,
+        "turn_segment": record.turn_segment,
+        "turn_resume": None
+        if record.turn_resume is None
+        else {"checkpoint": record.turn_resume[0], "pending": to_wire(record.turn_resume[1]), "answer": to_wire(record.turn_resume[2])},
+        "nonce": record.nonce,
     }
 
 
@@ -515,6 +598,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
     from .handle import HandleRecord, InboxItem, Suspension
 
     suspension = body["suspension"]
+    resume = body["turn_resume"]
     return HandleRecord(
         id=handle_id,
         name=body["name"],
@@ -550,6 +634,15 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
         running_children=body["running_children"],
         wake_queue=list(body["wake_queue"]),
         version=version,
+        turn_owner=body["turn_owner"],
+        turn_input=body["turn_input"],
+        turn_tokens_before=body["turn_tokens_before"],
+        turn_prior_turns=body["turn_prior_turns"],
+        turn_segment=body["turn_segment"],
+        turn_resume=None
+        if resume is None
+        else (resume["checkpoint"], from_wire(Request, resume["pending"]), from_wire(Answer, resume["answer"])),
+        nonce=body["nonce"],
     )
 
 
