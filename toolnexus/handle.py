@@ -160,6 +160,8 @@ class Handle:
         # guards: record.task_keys (the reattachment index); taken before self.lock.
         self.task_lock = threading.Lock()
         self.turn: Turn | None = None
+        #: Counted among the closed handles that may leave memory (see ``HandleTree.retire``).
+        self.retired = False
 
     @property
     def id(self) -> str:

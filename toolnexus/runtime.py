@@ -22,7 +22,7 @@ from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
+from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
 from .state import DurableTree, SqlState, StateConversations, open_state
 from .store import ConversationStore, InMemoryStore
@@ -81,6 +81,7 @@ class Runtime:
         runtime_id: str = "default",
         lease_ms: int = 15000,
         recover: str = "resume",
+        keep_closed: int = 1000,
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
@@ -89,6 +90,8 @@ class Runtime:
             raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
         if lease_ms <= 0:
             raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
+        if keep_closed < 0:
+            raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
         self._recover = recover
         self._lease_s = lease_ms / 1000
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
@@ -96,7 +99,7 @@ class Runtime:
         self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
         self._owns_state = state is not None and not isinstance(state, SqlState)
         self.root = self._open_root()
-        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None)
+        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._shutdown_s = shutdown_ms / 1000
@@ -105,6 +108,7 @@ class Runtime:
             self._store = StateConversations(self._durable)
         else:
             self._store = store if store is not None else InMemoryStore()
+        self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
         workers = max_workers or _DEFAULT_WORKERS
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
         engine = build_engine(
@@ -749,6 +753,31 @@ class Runtime:
         self._tree.event("close", handle.id, reason=reason)
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
+        self._retire(handle)
+
+    def _retire(self, handle: Handle) -> None:
+        """Let the oldest closed handles leave memory (a state still has them). A task
+        child closed while its parent's turn runs waits for that turn: a repeated call may
+        still reattach to it."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            return
+        with parent.lock:
+            busy = parent is not self.root and parent.record.state == RUNNING
+        if busy:
+            return
+        for gone in self._tree.retire(handle):
+            try:
+                above = self._tree.parent(gone)
+            except UnknownHandle:  # left memory before its child did
+                above = None
+            if above is not None:
+                with above.lock:
+                    if gone.id in above.record.children:
+                        above.record.children.remove(gone.id)
+            if self._own_transcripts:
+                assert isinstance(self._store, InMemoryStore)
+                self._store.discard(gone.id)
 
     def _stop_workers(self, deadline: float) -> None:
         """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
