@@ -75,6 +75,8 @@ class HandleRecord:
     settled: int = 0
     closing: bool = False
     queued_prompt: str | None = None
+    #: The trace context of the queued wake, for the turn it starts later.
+    queued_trace: dict[str, str] | None = None
     queued: bool = False
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
@@ -93,6 +95,8 @@ class Turn:
     tokens_before: int = 0
     prior_turns: int = 0
     settling: bool = False
+    #: Where the turn was queued, as trace-context headers (``tracing.capture``).
+    trace: dict[str, str] | None = None
 
 
 class Handle:

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Callable, ContextManager, Iterator
 
-from . import budget as budgets, loop
+from . import budget as budgets, loop, tracing
 from .agent import AgentDef
 from .data import AgentResult, RunResult, Usage
 from .handle import Handle, Turn
@@ -42,8 +42,10 @@ class TurnRunner:
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
+        trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
+        self.trace = trace
         self.metrics = Metrics()
         self._store = store
         self._model = model
@@ -57,7 +59,17 @@ class TurnRunner:
         self._emitters: dict[str, Emit] = {}
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted."""
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
+
+        The turn is one ``invoke_agent`` span, nested where the turn was queued.
+        """
+        name, model = handle.definition.name, self.model_of(handle.definition)
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, text=turn.input) as traced:
+            result, run = self._execute(handle, turn)
+            traced.done(result.status, result.text, result.pending)
+        return result, run
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
@@ -122,6 +134,7 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+            trace=self.trace,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:

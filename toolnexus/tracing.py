@@ -1,0 +1,308 @@
+"""OpenTelemetry spans for turns, model calls and tool calls, when ``opentelemetry-api`` is installed.
+
+This is the only module that touches OpenTelemetry, and it imports it lazily: the first
+``Tracer`` or ``capture`` looks for the package once. Without it every span is a shared
+do-nothing object, so an uninstrumented run pays a few attribute lookups per call.
+
+Names and attributes follow the GenAI semantic conventions: ``invoke_agent <agent>`` per
+turn, ``chat <model>`` per model call, ``execute_tool <tool>`` per tool call. Text (prompts,
+completions, tool arguments and results, error messages that may quote a reply) goes on a
+span only with ``content=True``; no span ever holds an API key or request headers.
+
+A queued turn carries its parent's trace context as a small dict of strings (the W3C
+``traceparent``/``tracestate`` headers), captured where the turn is queued, so a turn run
+on another thread, by a waiter, or in another process still nests where it was started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator
+
+if TYPE_CHECKING:
+    from .data import ModelReply, Request, ToolCall, ToolResult
+
+#: A trace context that can travel with a queued turn: W3C trace-context headers.
+Carrier = dict[str, str]
+
+_INSTRUMENTATION = "toolnexus"
+
+
+class _Otel:
+    """The parts of ``opentelemetry-api`` in use, found once."""
+
+    def __init__(self) -> None:
+        trace = importlib.import_module("opentelemetry.trace")
+        tracecontext = importlib.import_module("opentelemetry.trace.propagation.tracecontext")
+        self.trace: Any = trace
+        self.context: Any = importlib.import_module("opentelemetry.context")
+        # Always W3C, whatever the global propagator: the carrier's format is ours to keep stable.
+        self.propagator: Any = tracecontext.TraceContextTextMapPropagator()
+        self.error: Any = trace.Status(trace.StatusCode.ERROR)
+
+
+_found: tuple[_Otel | None] | None = None
+
+
+def _otel() -> _Otel | None:
+    """OpenTelemetry if installed (looked for once), else None."""
+    global _found
+    if _found is None:
+        try:
+            _found = (_Otel(),)
+        except ImportError:
+            _found = (None,)
+    return _found[0]
+
+
+def capture() -> Carrier | None:
+    """The current trace context, to hand to a turn that runs later or elsewhere.
+
+    None when tracing is off; an empty dict when no span is active (the turn starts a
+    trace of its own).
+    """
+    otel = _otel()
+    if otel is None:
+        return None
+    carrier: Carrier = {}
+    otel.propagator.inject(carrier)
+    return carrier
+
+
+class _Inert:
+    """Stands in for every span when tracing is off or nobody records."""
+
+    def done(self, status: str, text: str | None = None, request: Request | None = None) -> None:
+        pass
+
+    def reply(self, reply: ModelReply) -> None:
+        pass
+
+    def current(self) -> ContextManager[Any]:
+        return _INERT_CONTEXT
+
+    def running(self, args: Any) -> ContextManager[_Inert]:
+        return _INERT_CONTEXT
+
+    def suspended(self, request: Request) -> None:
+        pass
+
+    def result(self, result: ToolResult) -> None:
+        pass
+
+
+INERT = _Inert()
+_INERT_CONTEXT = contextlib.nullcontext(INERT)
+
+
+class Tracer:
+    """Spans for one ``Client`` or ``Runtime``: whether text is recorded, and for which provider."""
+
+    def __init__(self, *, content: bool = False, provider: str | None = None, enabled: bool = True) -> None:
+        self.content = content
+        self.provider = provider or "_OTHER"
+        otel = _otel() if enabled else None
+        self._otel = otel
+        self._tracer: Any = otel.trace.get_tracer(_INSTRUMENTATION) if otel is not None else None
+
+    @property
+    def active(self) -> bool:
+        return self._tracer is not None
+
+    def agent(self, name: str | None, *, model: str, handle_id: str | None = None, parent: Carrier | None = None, text: str | None = None) -> ContextManager[Any]:
+        """One ``invoke_agent`` span, current inside the block.
+
+        ``parent`` is a carrier from ``capture``: the span nests under it whatever thread
+        runs the block; None nests it under the current span.
+        """
+        if self._tracer is None:
+            return _INERT_CONTEXT
+        return self._agent(name, model, handle_id, parent, text)
+
+    @contextlib.contextmanager
+    def _agent(self, name: str | None, model: str, handle_id: str | None, parent: Carrier | None, text: str | None) -> Iterator[Any]:
+        otel = self._otel
+        assert otel is not None
+        context = otel.propagator.extract(parent) if parent is not None else None
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.request.model": model,
+        }
+        if name is not None:
+            attributes["gen_ai.agent.name"] = name
+        if handle_id is not None:
+            attributes["toolnexus.handle.id"] = handle_id
+        span = self._tracer.start_span(f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
+        traced = _AgentSpan(span, self.content)
+        if text is not None and traced.recording:
+            traced.set_text("gen_ai.input.messages", [{"role": "user", "content": text}])
+        with self._ending(span, traced, status_key="toolnexus.turn.status"):
+            yield traced
+
+    def chat(self, model: str, messages: list[dict[str, Any]], system: str | None = None) -> ContextManager[Any]:
+        """One ``chat`` span around a model call; an exception marks it failed."""
+        if self._tracer is None:
+            return _INERT_CONTEXT
+        return self._chat(model, messages, system)
+
+    @contextlib.contextmanager
+    def _chat(self, model: str, messages: list[dict[str, Any]], system: str | None) -> Iterator[Any]:
+        otel = self._otel
+        assert otel is not None
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider, "gen_ai.request.model": model}
+        span = self._tracer.start_span(f"chat {model}", kind=otel.trace.SpanKind.CLIENT, attributes=attributes)
+        traced = _ChatSpan(span, self.content)
+        if traced.recording and self.content:
+            if system:
+                traced.set_text("gen_ai.system_instructions", [{"type": "text", "content": system}])
+            traced.set_text("gen_ai.input.messages", messages)
+        with self._ending(span, traced, status_key=None):
+            yield traced
+
+    def tool(self, call: ToolCall) -> Any:
+        """An ``execute_tool`` span, started now and ended by ``running``.
+
+        Started before the call's in-order prepare step and ended after it ran, possibly
+        on another thread: whatever the tool starts (a delegated child turn) nests in it.
+        """
+        if self._tracer is None:
+            return INERT
+        otel = self._otel
+        assert otel is not None
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
+        span = self._tracer.start_span(f"execute_tool {call.name}", kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
+        return _ToolSpan(span, self.content, self)
+
+    @contextlib.contextmanager
+    def _ending(self, span: Any, traced: _Span, *, status_key: str | None) -> Iterator[None]:
+        """Make ``span`` current for the block and end it; an exception marks it failed."""
+        otel = self._otel
+        assert otel is not None
+        try:
+            with otel.trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                yield
+        except BaseException as exc:
+            traced.failed(exc, status_key)
+            raise
+        finally:
+            span.end()
+
+    def current(self, span: Any) -> ContextManager[Any]:
+        otel = self._otel
+        assert otel is not None
+        return otel.trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)  # type: ignore[no-any-return]
+
+
+class _Span:
+    __slots__ = ("span", "content", "recording")
+
+    def __init__(self, span: Any, content: bool) -> None:
+        self.span = span
+        self.content = content
+        self.recording: bool = span.is_recording()
+
+    def set_text(self, key: str, value: Any) -> None:
+        """Text-bearing attributes: only with ``content``; structured values as JSON."""
+        if self.content and self.recording:
+            self.span.set_attribute(key, value if isinstance(value, str) else json.dumps(value, default=str))
+
+    def failed(self, exc: BaseException, status_key: str | None) -> None:
+        from .errors import Cancelled
+
+        if not self.recording:
+            return
+        interrupted = isinstance(exc, Cancelled)
+        if status_key is not None:
+            self.span.set_attribute(status_key, "interrupted" if interrupted else "error")
+        if interrupted and status_key is not None:
+            return  # an interrupted turn is an outcome, not a failure
+        status = getattr(exc, "status", None)
+        if isinstance(status, int):
+            self.span.set_attribute("http.response.status_code", status)
+        self.span.set_attribute("error.type", type(exc).__name__)
+        otel = _otel()
+        assert otel is not None
+        # The message may quote the model's reply: it is text, recorded only with content.
+        description = f"{type(exc).__name__}: {exc}" if self.content else type(exc).__name__
+        self.span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, description))
+
+
+class _AgentSpan(_Span):
+    __slots__ = ()
+
+    def done(self, status: str, text: str | None = None, request: Request | None = None) -> None:
+        """The turn's outcome: its status, the request it suspends on, its final text."""
+        if not self.recording:
+            return
+        self.span.set_attribute("toolnexus.turn.status", status)
+        if request is not None:
+            self.span.set_attribute("toolnexus.request.id", request.id)
+        if status == "error":
+            otel = _otel()
+            assert otel is not None
+            self.span.set_status(otel.error)
+        if text is not None:
+            self.set_text("gen_ai.output.messages", [{"role": "assistant", "content": text}])
+
+
+class _ChatSpan(_Span):
+    __slots__ = ()
+
+    def reply(self, reply: ModelReply) -> None:
+        if not self.recording:
+            return
+        span = self.span
+        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.completion_tokens)
+        if reply.finish_reason is not None:
+            span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+        self.set_text("gen_ai.output.messages", [reply.message])
+
+
+class _ToolSpan(_Span):
+    __slots__ = ("_tracer",)
+
+    def __init__(self, span: Any, content: bool, tracer: Tracer) -> None:
+        super().__init__(span, content)
+        self._tracer = tracer
+
+    def current(self) -> ContextManager[Any]:
+        """The span as the current one, without ending it (the prepare step)."""
+        return self._tracer.current(self.span)
+
+    def running(self, args: Any) -> ContextManager[_ToolSpan]:
+        """Current for the block, ended at its end, on whichever thread runs it."""
+        return self._running(args)
+
+    @contextlib.contextmanager
+    def _running(self, args: Any) -> Iterator[_ToolSpan]:
+        if args is not None:
+            self.set_text("gen_ai.tool.call.arguments", args)
+        with self._tracer._ending(self.span, self, status_key=None):
+            yield self
+
+    def suspended(self, request: Request) -> None:
+        if self.recording:
+            self.span.add_event("suspended", {"toolnexus.request.id": request.id, "toolnexus.request.kind": request.kind})
+
+    def result(self, result: ToolResult) -> None:
+        if not self.recording:
+            return
+        if result.is_error and result.pending is None:
+            self.span.set_attribute("error.type", "tool_error")
+            otel = _otel()
+            assert otel is not None
+            self.span.set_status(otel.error)
+        self.set_text("gen_ai.tool.call.result", result.output)
+
+
+#: The tracer of a run nobody traces (the default of ``RunSpec``).
+OFF = Tracer(enabled=False)
