@@ -139,21 +139,33 @@ def test_a_team_run_is_one_trace_nested_as_the_handle_tree(spans, cleanup):
 
 
 def test_a_turn_run_by_its_waiter_nests_under_the_waiters_tool_call(spans, cleanup):
-    # One delegation: the lead's own thread runs the child's turn unless a worker got it first;
-    # either way the child's turn is a child of the task call.
-    registry = {
-        "lead": AgentDef("lead", "Leads.", model="m-lead", team=("alpha",)),
-        "alpha": TEAM["alpha"],
-    }
+    # The only worker is held by another agent, so the lead's turn and then its teammate's
+    # turn run on the waiting thread itself (nobody else can start them).
+    gate = cleanup.gate(text("blocker done"))
+    seen_on = []
+
+    def lookup(args, ctx):
+        seen_on.append(threading.current_thread().name)
+        return "found"
 
     def lead(request):
-        found = tool_messages(request)
-        return text("ok") if found else calls(task("t-1", "alpha", "look"))
+        return text("ok") if tool_messages(request) else calls(task("t-1", "alpha", "look"))
 
-    rt = cleanup.runtime(registry, generate=ScriptedModel({"m-lead": lead, "m-alpha": worker_step("lookup")}, usage=USAGE), max_workers=1)
+    registry = {
+        "lead": AgentDef("lead", "Leads.", model="m-lead", team=("alpha",)),
+        "alpha": AgentDef("alpha", "Looks up.", model="m-alpha", tools=[Tool("lookup", "Looks up.", {"type": "object", "properties": {}}, lookup)]),
+        "blocker": AgentDef("blocker", "Holds the worker.", model="m-blocker"),
+    }
+    model = ScriptedModel({"m-lead": lead, "m-alpha": worker_step("lookup"), "m-blocker": gate}, usage=USAGE)
+    rt = cleanup.runtime(registry, generate=model, max_workers=1)
+    rt.wake(rt.spawn(rt.root, "blocker"), "hold")
+    assert gate.entered.wait(HANG)
     assert run_in_thread(lambda: rt.run_agent("lead", "go")).status == "done"
+    assert seen_on == ["test-scenario"]
+    gate.release.set()
     finished = spans.get_finished_spans()
     assert parent_of(finished, one(finished, "invoke_agent alpha")) is one(finished, "execute_tool task")
+    assert parent_of(finished, one(finished, "execute_tool task")) is one(finished, "invoke_agent lead")
 
 
 def test_a_queued_wake_nests_where_it_was_woken(spans, cleanup):
