@@ -119,10 +119,6 @@ class Tracer:
         """
         if self._tracer is None:
             return _INERT_CONTEXT
-        return self._agent(name, model, handle_id, parent, text)
-
-    @contextlib.contextmanager
-    def _agent(self, name: str | None, model: str, handle_id: str | None, parent: Carrier | None, text: str | None) -> Iterator[Any]:
         otel = self._otel
         assert otel is not None
         context = otel.propagator.extract(parent) if parent is not None else None
@@ -136,31 +132,29 @@ class Tracer:
         if handle_id is not None:
             attributes["toolnexus.handle.id"] = handle_id
         span = self._tracer.start_span(f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
+        if _void(span):
+            return _INERT_CONTEXT
         traced = _AgentSpan(span, self.content)
-        if text is not None and traced.recording:
+        if text is not None:
             traced.set_text("gen_ai.input.messages", [{"role": "user", "content": text}])
-        with self._ending(span, traced, status_key="toolnexus.turn.status"):
-            yield traced
+        return self._ending(span, traced, status_key="toolnexus.turn.status")
 
     def chat(self, model: str, messages: list[dict[str, Any]], system: str | None = None) -> ContextManager[Any]:
         """One ``chat`` span around a model call; an exception marks it failed."""
         if self._tracer is None:
             return _INERT_CONTEXT
-        return self._chat(model, messages, system)
-
-    @contextlib.contextmanager
-    def _chat(self, model: str, messages: list[dict[str, Any]], system: str | None) -> Iterator[Any]:
         otel = self._otel
         assert otel is not None
         attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider, "gen_ai.request.model": model}
         span = self._tracer.start_span(f"chat {model}", kind=otel.trace.SpanKind.CLIENT, attributes=attributes)
+        if _void(span):
+            return _INERT_CONTEXT
         traced = _ChatSpan(span, self.content)
         if traced.recording and self.content:
             if system:
                 traced.set_text("gen_ai.system_instructions", [{"type": "text", "content": system}])
             traced.set_text("gen_ai.input.messages", messages)
-        with self._ending(span, traced, status_key=None):
-            yield traced
+        return self._ending(span, traced, status_key=None)
 
     def tool(self, call: ToolCall) -> Any:
         """An ``execute_tool`` span, started now and ended by ``running``.
@@ -179,16 +173,18 @@ class Tracer:
             "gen_ai.tool.type": "function",
         }
         span = self._tracer.start_span(f"execute_tool {call.name}", kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
+        if _void(span):
+            return INERT
         return _ToolSpan(span, self.content, self)
 
     @contextlib.contextmanager
-    def _ending(self, span: Any, traced: _Span, *, status_key: str | None) -> Iterator[None]:
+    def _ending(self, span: Any, traced: _Span, *, status_key: str | None) -> Iterator[Any]:
         """Make ``span`` current for the block and end it; an exception marks it failed."""
         otel = self._otel
         assert otel is not None
         try:
             with otel.trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                yield
+                yield traced
         except BaseException as exc:
             traced.failed(exc, status_key)
             raise
@@ -199,6 +195,11 @@ class Tracer:
         otel = self._otel
         assert otel is not None
         return otel.trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)  # type: ignore[no-any-return]
+
+
+def _void(span: Any) -> bool:
+    """A span nobody records and nothing can nest under (no SDK installed): skip the rest."""
+    return not span.is_recording() and not span.get_span_context().is_valid
 
 
 class _Span:
@@ -280,14 +281,9 @@ class _ToolSpan(_Span):
 
     def running(self, args: Any) -> ContextManager[_ToolSpan]:
         """Current for the block, ended at its end, on whichever thread runs it."""
-        return self._running(args)
-
-    @contextlib.contextmanager
-    def _running(self, args: Any) -> Iterator[_ToolSpan]:
         if args is not None:
             self.set_text("gen_ai.tool.call.arguments", args)
-        with self._tracer._ending(self.span, self, status_key=None):
-            yield self
+        return self._tracer._ending(self.span, self, status_key=None)
 
     def suspended(self, request: Request) -> None:
         if self.recording:
