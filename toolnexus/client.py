@@ -88,7 +88,9 @@ class Client:
 
     Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
     ``generate`` for an in-process model. The API key defaults from the environment and
-    never appears in a log line, an exception or a repr.
+    never appears in a log line, an exception, a repr or a trace span. With
+    ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
+    prompt and completion text to the spans.
     """
 
     def __init__(

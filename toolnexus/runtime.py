@@ -44,6 +44,7 @@ class Runtime:
     Connection options are the ``Client``'s; ``registry`` maps agent names to
     ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
     call ``close(rt.root)``: every thread it started has ended when that returns.
+    ``trace_content=True`` records prompt and completion text on the trace spans.
     """
 
     def __init__(
