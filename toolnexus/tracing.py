@@ -107,10 +107,6 @@ class Tracer:
         self._otel = otel
         self._tracer: Any = otel.trace.get_tracer(_INSTRUMENTATION) if otel is not None else None
 
-    @property
-    def active(self) -> bool:
-        return self._tracer is not None
-
     def agent(self, name: str | None, *, model: str, handle_id: str | None = None, parent: Carrier | None = None, text: str | None = None) -> ContextManager[Any]:
         """One ``invoke_agent`` span, current inside the block.
 
