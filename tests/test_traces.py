@@ -221,8 +221,9 @@ def test_a_suspended_run_shows_the_suspended_event_and_the_resumed_turns(spans, 
     delegation = one(suspended, "execute_tool task")
     assert [(e.name, e.attributes["toolnexus.request.id"]) for e in delegation.events] == [("suspended", request_id)]
     assert delegation.status.status_code != StatusCode.ERROR  # a suspension is no failure
+    first_turns = {}
     for name in ("invoke_agent boss", "invoke_agent asker"):
-        turn = one(suspended, name)
+        turn = first_turns[name] = one(suspended, name)
         assert turn.attributes["toolnexus.turn.status"] == "pending"
         assert turn.attributes["toolnexus.request.id"] == request_id
 
@@ -236,6 +237,8 @@ def test_a_suspended_run_shows_the_suspended_event_and_the_resumed_turns(spans, 
         assert turn.attributes["toolnexus.handle.id"] == handle_id
         assert turn.attributes["toolnexus.turn.status"] == "done"
         assert turn.parent.span_id == host.get_span_context().span_id  # nests where the answer came in
+        assert turn.attributes["toolnexus.turn.resumed"] is True
+        assert [link.context.span_id for link in turn.links] == [first_turns[name].context.span_id]
     again = one(resumed, "execute_tool ask")
     assert parent_of(resumed, again) is one(resumed, "invoke_agent asker")
     assert again.events == ()

@@ -69,6 +69,8 @@ class HandleRecord:
     #: Where the suspended turn stood, so its result after resume covers the whole turn.
     pending_tokens_before: int = 0
     pending_turns: int = 0
+    #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
+    pending_trace: dict[str, str] | None = None
     turn_serial: int = 0
     task_keys: dict[tuple[str, str], tuple[int, str]] = attrs.Factory(dict)
     result: AgentResult | None = None
@@ -97,6 +99,9 @@ class Turn:
     settling: bool = False
     #: Where the turn was queued, as trace-context headers (``tracing.capture``).
     trace: dict[str, str] | None = None
+    #: A resumed turn: the span of the turn that suspended. Set by the runner when this
+    #: turn ends pending: its own span.
+    suspended_trace: dict[str, str] | None = None
 
 
 class Handle:

@@ -303,6 +303,7 @@ class Runtime:
                 result = attrs.evolve(result, pending=request, text=request.prompt)
                 record.pending, record.pending_input = request, turn.input
                 record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
+                record.pending_trace = turn.suspended_trace
                 record.checkpoint = run.messages if run is not None else None
                 self._tree.park(request.id, record.id)
                 handle.move(SUSPENDED)
@@ -527,6 +528,7 @@ class Runtime:
                     tokens_before=record.pending_tokens_before,
                     prior_turns=record.pending_turns,
                     trace=trace,
+                    suspended_trace=record.pending_trace,
                 )
                 if position == 0:
                     turn.resume = (record.checkpoint or [], record.pending, answer)

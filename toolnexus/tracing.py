@@ -77,6 +77,9 @@ class _Inert:
     def done(self, status: str, text: str | None = None, request: Request | None = None) -> None:
         pass
 
+    def carrier(self) -> Carrier | None:
+        return None
+
     def reply(self, reply: ModelReply) -> None:
         pass
 
@@ -107,11 +110,21 @@ class Tracer:
         self._otel = otel
         self._tracer: Any = otel.trace.get_tracer(_INSTRUMENTATION) if otel is not None else None
 
-    def agent(self, name: str | None, *, model: str, handle_id: str | None = None, parent: Carrier | None = None, text: str | None = None) -> ContextManager[Any]:
+    def agent(
+        self,
+        name: str | None,
+        *,
+        model: str,
+        handle_id: str | None = None,
+        parent: Carrier | None = None,
+        follows: Carrier | None = None,
+        text: str | None = None,
+    ) -> ContextManager[Any]:
         """One ``invoke_agent`` span, current inside the block.
 
         ``parent`` is a carrier from ``capture``: the span nests under it whatever thread
-        runs the block; None nests it under the current span.
+        runs the block; None nests it under the current span. ``follows`` (the carrier of
+        a turn that suspended) becomes a link: a resumed turn points back to it.
         """
         if self._tracer is None:
             return _INERT_CONTEXT
@@ -127,7 +140,13 @@ class Tracer:
             attributes["gen_ai.agent.name"] = name
         if handle_id is not None:
             attributes["toolnexus.handle.id"] = handle_id
-        span = self._tracer.start_span(f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
+        links = None
+        if follows:
+            attributes["toolnexus.turn.resumed"] = True
+            links = [otel.trace.Link(otel.trace.get_current_span(otel.propagator.extract(follows)).get_span_context())]
+        span = self._tracer.start_span(
+            f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=otel.trace.SpanKind.INTERNAL, attributes=attributes, links=links
+        )
         if _void(span):
             return _INERT_CONTEXT
         traced = _AgentSpan(span, self.content)
@@ -234,6 +253,14 @@ class _Span:
 
 class _AgentSpan(_Span):
     __slots__ = ()
+
+    def carrier(self) -> Carrier:
+        """This span as trace-context headers, for a later turn to link to."""
+        otel = _otel()
+        assert otel is not None
+        carrier: Carrier = {}
+        otel.propagator.inject(carrier, context=otel.trace.set_span_in_context(self.span))
+        return carrier
 
     def done(self, status: str, text: str | None = None, request: Request | None = None) -> None:
         """The turn's outcome: its status, the request it suspends on, its final text."""

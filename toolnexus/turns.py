@@ -64,9 +64,11 @@ class TurnRunner:
         The turn is one ``invoke_agent`` span, nested where the turn was queued.
         """
         name, model = handle.definition.name, self.model_of(handle.definition)
-        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, text=turn.input) as traced:
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
             result, run = self._execute(handle, turn)
             traced.done(result.status, result.text, result.pending)
+        if result.pending is not None:
+            turn.suspended_trace = traced.carrier()
         return result, run
 
     def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
