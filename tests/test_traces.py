@@ -475,3 +475,28 @@ def test_the_trace_context_of_a_queued_turn_is_plain_text_headers(spans):
     assert done.wait(HANG) and result["ok"]
     remote = one(spans.get_finished_spans(), "invoke_agent remote")
     assert remote.parent.span_id == host.get_span_context().span_id
+
+
+def test_an_interrupted_turn_ends_its_span_as_interrupted_not_failed(spans, cleanup):
+    gate = cleanup.gate(text("too late"))
+    rt = cleanup.runtime({"slow": AgentDef("slow", "Slow.", model="m-slow")}, generate=ScriptedModel({"m-slow": gate}))
+    handle = rt.spawn(rt.root, "slow")
+    rt.wake(handle, "go")
+    assert gate.entered.wait(HANG)
+    rt.interrupt(handle)
+    gate.release.set()
+    run_in_thread(lambda: rt.close(rt.root))  # returns once the turn's thread has ended
+    turn = one(spans.get_finished_spans(), "invoke_agent slow")
+    assert turn.attributes["toolnexus.turn.status"] == "interrupted"
+    assert turn.status.status_code != StatusCode.ERROR
+
+
+def test_finish_reasons_come_from_the_wire():
+    from toolnexus.styles import anthropic, openai
+
+    reply = openai.parse_reply({"choices": [{"message": {"role": "assistant", "content": "cut"}, "finish_reason": "length"}]})
+    assert reply.finish_reason == "length"
+    reply = anthropic.parse_reply({"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"})
+    assert reply.finish_reason == "end_turn"
+    assert openai.parse_generated({"content": "hi"}).finish_reason == "stop"
+    assert openai.parse_generated({"tool_calls": [{"name": "x"}]}).finish_reason == "tool_calls"
