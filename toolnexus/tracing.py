@@ -16,10 +16,11 @@ on another thread, by a waiter, or in another process still nests where it was s
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
-from typing import TYPE_CHECKING, Any, ContextManager, Iterator
+from typing import TYPE_CHECKING, Any, ContextManager
+
+from .errors import Cancelled
 
 if TYPE_CHECKING:
     from .data import ModelReply, Request, ToolCall, ToolResult
@@ -74,6 +75,12 @@ def capture() -> Carrier | None:
 class _Inert:
     """Stands in for every span when tracing is off or nobody records."""
 
+    def __enter__(self) -> _Inert:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        pass
+
     def done(self, status: str, text: str | None = None, request: Request | None = None) -> None:
         pass
 
@@ -83,11 +90,11 @@ class _Inert:
     def reply(self, reply: ModelReply) -> None:
         pass
 
-    def current(self) -> ContextManager[Any]:
-        return _INERT_CONTEXT
+    def current(self) -> _Inert:
+        return self
 
-    def running(self, args: Any) -> ContextManager[_Inert]:
-        return _INERT_CONTEXT
+    def running(self, args: Any) -> _Inert:
+        return self
 
     def suspended(self, request: Request) -> None:
         pass
@@ -96,8 +103,8 @@ class _Inert:
         pass
 
 
+#: The span of a run nobody traces: also its own do-nothing context manager.
 INERT = _Inert()
-_INERT_CONTEXT = contextlib.nullcontext(INERT)
 
 
 class Tracer:
@@ -126,10 +133,9 @@ class Tracer:
         runs the block; None nests it under the current span. ``follows`` (the carrier of
         a turn that suspended) becomes a link: a resumed turn points back to it.
         """
-        if self._tracer is None:
-            return _INERT_CONTEXT
         otel = self._otel
-        assert otel is not None
+        if otel is None:
+            return INERT
         context = otel.propagator.extract(parent) if parent is not None else None
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -144,32 +150,30 @@ class Tracer:
         if follows:
             attributes["toolnexus.turn.resumed"] = True
             links = [otel.trace.Link(otel.trace.get_current_span(otel.propagator.extract(follows)).get_span_context())]
-        span = self._tracer.start_span(
-            f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=otel.trace.SpanKind.INTERNAL, attributes=attributes, links=links
-        )
+        kind = otel.trace.SpanKind.INTERNAL
+        span = self._tracer.start_span(f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=kind, attributes=attributes, links=links)
         if _void(span):
-            return _INERT_CONTEXT
-        traced = _AgentSpan(span, self.content)
+            return INERT
+        traced = _AgentSpan(otel, span, self.content)
         if text is not None:
             traced.set_text("gen_ai.input.messages", [{"role": "user", "content": text}])
-        return self._ending(span, traced, status_key="toolnexus.turn.status")
+        return _Scope(traced, end=True, status_key="toolnexus.turn.status")
 
     def chat(self, model: str, messages: list[dict[str, Any]], system: str | None = None) -> ContextManager[Any]:
         """One ``chat`` span around a model call; an exception marks it failed."""
-        if self._tracer is None:
-            return _INERT_CONTEXT
         otel = self._otel
-        assert otel is not None
+        if otel is None:
+            return INERT
         attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider, "gen_ai.request.model": model}
         span = self._tracer.start_span(f"chat {model}", kind=otel.trace.SpanKind.CLIENT, attributes=attributes)
         if _void(span):
-            return _INERT_CONTEXT
-        traced = _ChatSpan(span, self.content)
+            return INERT
+        traced = _ChatSpan(otel, span, self.content)
         if traced.recording and self.content:
             if system:
                 traced.set_text("gen_ai.system_instructions", [{"type": "text", "content": system}])
             traced.set_text("gen_ai.input.messages", messages)
-        return self._ending(span, traced, status_key=None)
+        return _Scope(traced, end=True)
 
     def tool(self, call: ToolCall) -> Any:
         """An ``execute_tool`` span, started now and ended by ``running``.
@@ -177,10 +181,9 @@ class Tracer:
         Started before the call's in-order prepare step and ended after it ran, possibly
         on another thread: whatever the tool starts (a delegated child turn) nests in it.
         """
-        if self._tracer is None:
-            return INERT
         otel = self._otel
-        assert otel is not None
+        if otel is None:
+            return INERT
         attributes = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -190,26 +193,7 @@ class Tracer:
         span = self._tracer.start_span(f"execute_tool {call.name}", kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
         if _void(span):
             return INERT
-        return _ToolSpan(span, self.content, self)
-
-    @contextlib.contextmanager
-    def _ending(self, span: Any, traced: _Span, *, status_key: str | None) -> Iterator[Any]:
-        """Make ``span`` current for the block and end it; an exception marks it failed."""
-        otel = self._otel
-        assert otel is not None
-        try:
-            with otel.trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                yield traced
-        except BaseException as exc:
-            traced.failed(exc, status_key)
-            raise
-        finally:
-            span.end()
-
-    def current(self, span: Any) -> ContextManager[Any]:
-        otel = self._otel
-        assert otel is not None
-        return otel.trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)  # type: ignore[no-any-return]
+        return _ToolSpan(otel, span, self.content)
 
 
 def _void(span: Any) -> bool:
@@ -218,9 +202,10 @@ def _void(span: Any) -> bool:
 
 
 class _Span:
-    __slots__ = ("span", "content", "recording")
+    __slots__ = ("otel", "span", "content", "recording")
 
-    def __init__(self, span: Any, content: bool) -> None:
+    def __init__(self, otel: _Otel, span: Any, content: bool) -> None:
+        self.otel = otel
         self.span = span
         self.content = content
         self.recording: bool = span.is_recording()
@@ -231,24 +216,47 @@ class _Span:
             self.span.set_attribute(key, value if isinstance(value, str) else json.dumps(value, default=str))
 
     def failed(self, exc: BaseException, status_key: str | None) -> None:
-        from .errors import Cancelled
-
         if not self.recording:
             return
         interrupted = isinstance(exc, Cancelled)
         if status_key is not None:
             self.span.set_attribute(status_key, "interrupted" if interrupted else "error")
-        if interrupted and status_key is not None:
-            return  # an interrupted turn is an outcome, not a failure
+            if interrupted:
+                return  # an interrupted turn is an outcome, not a failure
         status = getattr(exc, "status", None)
         if isinstance(status, int):
             self.span.set_attribute("http.response.status_code", status)
         self.span.set_attribute("error.type", type(exc).__name__)
-        otel = _otel()
-        assert otel is not None
         # The message may quote the model's reply: it is text, recorded only with content.
         description = f"{type(exc).__name__}: {exc}" if self.content else type(exc).__name__
-        self.span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, description))
+        self.span.set_status(self.otel.trace.Status(self.otel.trace.StatusCode.ERROR, description))
+
+
+class _Scope:
+    """Makes a span current for a block (on whatever thread runs it) and, with ``end``,
+    ends it there; an exception leaving the block marks the span failed."""
+
+    __slots__ = ("traced", "end", "status_key", "token")
+
+    def __init__(self, traced: _Span, *, end: bool, status_key: str | None = None) -> None:
+        self.traced = traced
+        self.end = end
+        self.status_key = status_key
+        self.token: Any = None
+
+    def __enter__(self) -> Any:
+        otel = self.traced.otel
+        self.token = otel.context.attach(otel.trace.set_span_in_context(self.traced.span))
+        return self.traced
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if exc is not None and self.end:
+                self.traced.failed(exc, self.status_key)
+        finally:
+            self.traced.otel.context.detach(self.token)
+            if self.end:
+                self.traced.span.end()
 
 
 class _AgentSpan(_Span):
@@ -256,10 +264,8 @@ class _AgentSpan(_Span):
 
     def carrier(self) -> Carrier:
         """This span as trace-context headers, for a later turn to link to."""
-        otel = _otel()
-        assert otel is not None
         carrier: Carrier = {}
-        otel.propagator.inject(carrier, context=otel.trace.set_span_in_context(self.span))
+        self.otel.propagator.inject(carrier, context=self.otel.trace.set_span_in_context(self.span))
         return carrier
 
     def done(self, status: str, text: str | None = None, request: Request | None = None) -> None:
@@ -269,10 +275,6 @@ class _AgentSpan(_Span):
         self.span.set_attribute("toolnexus.turn.status", status)
         if request is not None:
             self.span.set_attribute("toolnexus.request.id", request.id)
-        if status == "error":
-            otel = _otel()
-            assert otel is not None
-            self.span.set_status(otel.error)
         if text is not None:
             self.set_text("gen_ai.output.messages", [{"role": "assistant", "content": text}])
 
@@ -292,21 +294,17 @@ class _ChatSpan(_Span):
 
 
 class _ToolSpan(_Span):
-    __slots__ = ("_tracer",)
+    __slots__ = ()
 
-    def __init__(self, span: Any, content: bool, tracer: Tracer) -> None:
-        super().__init__(span, content)
-        self._tracer = tracer
-
-    def current(self) -> ContextManager[Any]:
+    def current(self) -> _Scope:
         """The span as the current one, without ending it (the prepare step)."""
-        return self._tracer.current(self.span)
+        return _Scope(self, end=False)
 
-    def running(self, args: Any) -> ContextManager[_ToolSpan]:
+    def running(self, args: Any) -> _Scope:
         """Current for the block, ended at its end, on whichever thread runs it."""
         if args is not None:
             self.set_text("gen_ai.tool.call.arguments", args)
-        return self._tracer._ending(self.span, self, status_key=None)
+        return _Scope(self, end=True)
 
     def suspended(self, request: Request) -> None:
         if self.recording:
@@ -317,9 +315,7 @@ class _ToolSpan(_Span):
             return
         if result.is_error and result.pending is None:
             self.span.set_attribute("error.type", "tool_error")
-            otel = _otel()
-            assert otel is not None
-            self.span.set_status(otel.error)
+            self.span.set_status(self.otel.error)
         self.set_text("gen_ai.tool.call.result", result.output)
 
 
