@@ -80,6 +80,8 @@ class Suspension:
     tokens_before: int
     #: Model calls the turn made before it suspended.
     turns: int
+    #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
+    trace: dict[str, str] | None = None
 
 
 @attrs.define
@@ -108,6 +110,8 @@ class HandleRecord:
     settled: int = 0
     closing: bool = False
     queued_prompt: str | None = None
+    #: The trace context of the queued wake, for the turn it starts later.
+    queued_trace: dict[str, str] | None = None
     queued: bool = False
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
@@ -144,6 +148,11 @@ class Turn:
     tokens_before: int = 0
     prior_turns: int = 0
     settling: bool = False
+    #: Where the turn was queued, as trace-context headers (``tracing.capture``).
+    trace: dict[str, str] | None = None
+    #: A resumed turn: the span of the turn that suspended. Set by the runner when this
+    #: turn ends pending: its own span.
+    suspended_trace: dict[str, str] | None = None
 
 
 class Handle:
@@ -238,26 +247,29 @@ class Handle:
         with self._changing():
             self.record.inbox.append(item)
 
-    def enqueue(self, prompt: str | None) -> None:
-        """Wait for a slot under the parent's ``max_concurrent``, prompt kept for later."""
+    def enqueue(self, prompt: str | None, trace: dict[str, str] | None = None) -> None:
+        """Wait for a slot under the parent's ``max_concurrent``, prompt (and the trace
+        context of the wake) kept for later."""
         with self._changing():
-            self.record.queued, self.record.queued_prompt = True, prompt
+            self.record.queued, self.record.queued_prompt, self.record.queued_trace = True, prompt, trace
             self.changed.notify_all()
 
-    def dequeue(self) -> str | None:
-        """Leave the wake queue; the prompt the wake carried."""
+    def dequeue(self) -> tuple[str | None, dict[str, str] | None]:
+        """Leave the wake queue; the prompt and trace context the wake carried."""
         with self._changing():
-            self.record.queued = False
-            return self.record.queued_prompt
+            record = self.record
+            record.queued = False
+            trace, record.queued_trace = record.queued_trace, None
+            return record.queued_prompt, trace
 
-    def start(self, prompt: str | None, input: str) -> Turn:
+    def start(self, prompt: str | None, input: str, trace: dict[str, str] | None = None) -> Turn:
         """A fresh turn on ``input`` that takes the whole inbox (returned on interrupt)."""
         with self._changing():
             record = self.record
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
             record.turn_segment = 0
-            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
+            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, trace=trace)
 
     def begin(self, turn: Turn, now: float, owner: str | None = None) -> None:
         """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
@@ -315,7 +327,12 @@ class Handle:
             result = attrs.evolve(result, pending=request, text=request.prompt)
             self._disown()
             self.record.suspension = Suspension(
-                request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
+                request=request,
+                input=turn.input,
+                checkpoint=checkpoint,
+                tokens_before=turn.tokens_before,
+                turns=result.turns,
+                trace=turn.suspended_trace,
             )
             self.move(SUSPENDED)
             self.publish(result)
@@ -364,7 +381,7 @@ class Handle:
         pending = self.record.pending
         return self.record.state == SUSPENDED and pending is not None and pending.id == request_id
 
-    def resume(self, answer: Answer, *, origin: bool, durable: bool) -> Turn:
+    def resume(self, answer: Answer, *, origin: bool, durable: bool, trace: dict[str, str] | None = None) -> Turn:
         """The turn that continues a suspension answered by ``answer``.
 
         The ``origin`` (the handle whose own tool asked) resumes at its checkpoint; a
@@ -383,6 +400,8 @@ class Handle:
                 # A replay with a journal serves the recorded replies again and counts them
                 # in the run; without one, they were asked again and the run counts them anew.
                 prior_turns=suspension.turns if origin or self.durable is None else 0,
+                trace=trace,
+                suspended_trace=suspension.trace,
             )
             turn.segment = self.record.turn_segment
             if origin:

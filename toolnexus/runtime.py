@@ -18,7 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
-from . import _jobs, budget as budgets
+from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
@@ -52,6 +52,7 @@ class Runtime:
     Connection options are the ``Client``'s; ``registry`` maps agent names to
     ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
     call ``close(rt.root)``: every thread it started has ended when that returns.
+    ``trace_content=True`` records prompt and completion text on the trace spans.
     """
 
     def __init__(
@@ -82,6 +83,7 @@ class Runtime:
         lease_ms: int = 15000,
         recover: str = "resume",
         keep_closed: int = 1000,
+        trace_content: bool = False,
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
@@ -139,6 +141,7 @@ class Runtime:
             nonce=self.root.record.nonce,
             durable=self._durable,
             owner=self._owner,
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         self._heartbeat: threading.Thread | None = None
         if self._durable is not None:
@@ -404,30 +407,31 @@ class Runtime:
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
+        trace = tracing.capture()  # the turn nests here, whichever thread runs it
         with parent.lock, handle.lock, self._atomic(parent, handle):
-            job = self._admit(parent, handle, prompt)
+            job = self._admit(parent, handle, prompt, trace)
         if job is not None:
             _jobs.submit(self._executor, job)
 
-    def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+    def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
         if not handle.accepting:
             raise HandleClosed(f"closed: {handle.id} cannot be woken")
         if handle.busy or handle.record.state == SUSPENDED:
             return None
         if not parent.take_slot(self._slot_cap(parent)):
-            handle.enqueue(prompt)
+            handle.enqueue(prompt, trace)
             parent.record.wake_queue.append(handle.id)
             self._tree.event("wake_queued", handle.id, parent=parent.id)
             return None
-        return self._start_turn(handle, prompt)
+        return self._start_turn(handle, prompt, trace)
 
     def _slot_cap(self, parent: Handle) -> int | None:
         return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
 
-    def _start_turn(self, handle: Handle, prompt: str | None) -> _jobs.Job:
+    def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
         text = render_input(prompt, handle.record.inbox, _ancestry(handle.id))
-        return self._begin(handle, handle.start(prompt, text))
+        return self._begin(handle, handle.start(prompt, text, trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
@@ -497,7 +501,8 @@ class Runtime:
                     if not sibling.record.queued:
                         continue
                     parent.take_slot(cap)
-                    jobs.append(self._start_turn(sibling, sibling.dequeue()))
+                    prompt, trace = sibling.dequeue()
+                    jobs.append(self._start_turn(sibling, prompt, trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
@@ -677,6 +682,7 @@ class Runtime:
         above = self._tree.parent(chain[-1])
         assert above is not None
         path = [above, *reversed(chain)]  # lock order: ancestor before descendant
+        trace = tracing.capture()  # the resumed turns nest where the answer came in
         jobs = []
         with contextlib.ExitStack() as held:
             for each in path:
@@ -688,7 +694,7 @@ class Runtime:
             for position, handle in enumerate(chain):
                 if not handle.suspended_on(answer.id):
                     continue
-                turn = handle.resume(answer, origin=position == 0, durable=top is None)
+                turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
                 path[len(chain) - 1 - position].take_slot(None)
                 jobs.append(self._begin(handle, turn))
         for job in jobs:

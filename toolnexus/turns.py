@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
 
-from . import budget as budgets, loop
+from . import budget as budgets, loop, tracing
 from .agent import AgentDef
 from .data import AgentResult, ModelReply, RunResult, ToolCall, ToolResult, Usage
 from .errors import Cancelled
@@ -55,8 +55,10 @@ class TurnRunner:
         nonce: str = "",
         durable: DurableTree | None = None,
         owner: str | None = None,
+        trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
+        self.trace = trace
         self.metrics = Metrics()
         self._store = store
         self._model = model
@@ -73,7 +75,19 @@ class TurnRunner:
         self._emitters: dict[str, Emit] = {}
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted."""
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
+
+        The turn is one ``invoke_agent`` span, nested where the turn was queued.
+        """
+        name, model = handle.definition.name, self.model_of(handle.definition)
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+            result, run = self._execute(handle, turn)
+            traced.done(result.status, result.text, result.pending)
+        if result.pending is not None:
+            turn.suspended_trace = traced.carrier()
+        return result, run
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
@@ -140,6 +154,7 @@ class TurnRunner:
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
             journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner) if self._durable is not None and self._owner else None,
             call_key=call_key(self._nonce, handle.id, turn.serial),
+            trace=self.trace,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
