@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from . import loop
 from .data import Answer, Request, RunResult
@@ -89,6 +89,11 @@ class Client:
     Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
     ``generate`` for an in-process model. The API key defaults from the environment and
     never appears in a log line, an exception or a repr.
+
+    ``inline=True`` runs every tool call on the thread that called ``run`` (the calls of
+    one turn one after another), so a tool shares that thread's database connection and
+    transaction. ``around_tool`` is a context-manager factory entered around every tool
+    call, on the thread that runs it.
     """
 
     def __init__(
@@ -112,8 +117,11 @@ class Client:
         wait_for: Callable[[Request], Answer] | None = None,
         store: ConversationStore | None = None,
         request_params: dict[str, Any] | None = None,
+        inline: bool = False,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
     ) -> None:
         self.model = model
+        self.inline = inline
         self.style = style
         self.base_url = base_url
         self._executor_lock = threading.Lock()  # guards: _executor, _closed
@@ -142,6 +150,7 @@ class Client:
             hooks=Hooks.of(hooks),
             wait_for=wait_for,
             emit=emitter(self._metrics, on_metric),
+            around_tool=around_tool,
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
 
@@ -215,6 +224,8 @@ class Client:
             self._engine.transport.close()
 
     def _tool_executor(self) -> Executor | None:
+        if self.inline:
+            return None  # every call on the thread that called run, one after another
         with self._executor_lock:
             if self._executor is None and not self._closed:
                 self._executor = ThreadPoolExecutor(max_workers=_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")

@@ -42,6 +42,7 @@ class TurnRunner:
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
     ) -> None:
         self.engine = engine
         self.metrics = Metrics()
@@ -53,6 +54,7 @@ class TurnRunner:
         self._clock = clock
         self._lineage = lineage
         self._task_tool = task_tool
+        self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
 
@@ -122,6 +124,7 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+            around_tool=self._around_tool,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
