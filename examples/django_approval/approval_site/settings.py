@@ -4,6 +4,7 @@
   SQLite file (default ``db.sqlite3`` next to this project);
 - ``EXAMPLE_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (default 0);
 - ``EXAMPLE_INLINE``: ``0`` runs tools on worker threads instead of the request's thread;
+- ``EXAMPLE_APPLICATION_NAME``: how PostgreSQL lists this site's sessions;
 - ``EXAMPLE_RUN_TIMEOUT``: seconds a view gives one run (default 30);
 - ``EXAMPLE_BASE_URL`` and ``EXAMPLE_MODEL``: a real OpenAI-compatible endpoint; without
   them a scripted in-process model answers.
@@ -42,6 +43,8 @@ def _database(url: str, max_age: int) -> dict:
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
             "CONN_MAX_AGE": max_age,
+            # Names this site's sessions in pg_stat_activity.
+            "OPTIONS": {"application_name": os.environ.get("EXAMPLE_APPLICATION_NAME", "django_approval")},
         }
     return {
         "ENGINE": "django.db.backends.sqlite3",

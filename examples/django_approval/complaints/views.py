@@ -8,16 +8,18 @@
     POST /answers/      {"id": <request id>, "ok": true|false}
         200 / 202 as above; 404 no complaint waits on that id; 409 this process does not
         hold the waiting run
+    POST /orders/       {"number": "...", "amount": "12.50"}
     GET  /complaints/<id>/, GET /orders/<number>/
 """
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
@@ -69,6 +71,17 @@ def answer(request: HttpRequest) -> JsonResponse:
         if result.status != "pending":
             rt.close(complaint.handle_id)
         return _settle(complaint, result, keep=True)
+
+
+@csrf_exempt
+@require_POST
+def create_order(request: HttpRequest) -> JsonResponse:
+    body = _json(request)
+    try:
+        order = Order.objects.create(number=str(body["number"]), amount=Decimal(str(body["amount"])))
+    except (KeyError, ArithmeticError, IntegrityError) as exc:
+        return JsonResponse({"error": f"cannot create that order: {exc}"}, status=400)
+    return JsonResponse({"order": order.number, "status": order.status}, status=201)
 
 
 @require_GET
