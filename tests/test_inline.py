@@ -165,6 +165,21 @@ def test_inline_close_interrupts_a_turn_nobody_started_without_waiting():
     assert rt.transitions(h) == ["idle→running", "running→idle", "idle→closed"]
 
 
+def test_inline_waiter_on_a_queued_wake_first_runs_the_sibling_holding_the_slot():
+    log = ThreadLog()
+    registry = {"boss": AgentDef("boss", "leads", budget=Budget(max_concurrent=1)), "w": AgentDef("w", "works")}
+    with Runtime(registry, model="m", generate=log.model(lambda r: text("ok")), inline=True) as rt:
+        boss = rt.spawn(rt.root, "boss")
+        first, second = rt.spawn(boss, "w"), rt.spawn(boss, "w")
+        rt.wake(first, "one")
+        rt.wake(second, "two")
+        assert [e["event"] for e in rt.events()][-1] == "wake_queued"
+        result = run_in_thread(lambda: rt.wait(second))
+        assert result.status == "done"
+        assert rt.wait(first).status == "done" and len(log.model_threads) == 2
+        assert [e["event"] for e in rt.events()][-1] == "wake_dequeued"
+
+
 def test_inline_suspension_resumes_on_the_thread_that_waits():
     asker = Asker()
     log = ThreadLog()

@@ -131,6 +131,11 @@ class Runtime:
     def conversation_store(self) -> ConversationStore:
         return self._store
 
+    @property
+    def inline(self) -> bool:
+        """Whether turns and tool calls run on the waiting thread (no worker threads)."""
+        return self._inline
+
     def definition(self, name: str) -> AgentDef:
         try:
             return self._registry[name]
@@ -376,37 +381,60 @@ class Runtime:
         return self._next_result(handle, None, run_here=True)
 
     def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False) -> AgentResult:
-        """Wait for the handle's next settled result. ``stop_at_deadline``: a turn this
-        thread runs itself is interrupted (by a timer, at its next step) when time is up,
-        and the result is ``timeout``; otherwise such a turn runs to its end."""
+        """Wait for the handle's next settled result, running its unstarted turn here when
+        ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
+        sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
+        runs is interrupted (by a timer, at its next step) when time is up and the result
+        is ``timeout``; otherwise such a turn runs to its end."""
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
             if record.result is not None and not handle.busy:
                 return record.result
             since = record.settled
-        timed_out = False
-        while not timed_out:
+        while True:
             with handle.lock:
                 if record.settled > since and record.result is not None:
                     return record.result
                 if record.state == CLOSED:
                     return _closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
-                if job is None:
+                behind = job is None and run_here and self._inline and record.queued
+            owner = handle
+            if behind:
+                owner, job = self._slot_holder(handle)
+            if job is None:
+                with handle.lock:
+                    if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
+                        continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         break
                     handle.changed.wait(remaining)
-                    continue
+                continue
             if deadline is None or not stop_at_deadline:
                 job.run()
                 continue
-            with self._interrupt_at(handle, deadline) as fired:
+            with self._interrupt_at(owner, deadline) as fired:
                 job.run()
-            with handle.lock:
-                timed_out = fired.is_set() and record.result is not None and record.result.status == "interrupted"
+            with owner.lock:
+                result = owner.record.result
+            if fired.is_set() and result is not None and result.status == "interrupted":
+                break
         return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+    def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
+        """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            return handle, None
+        with parent.lock:
+            siblings = [self._tree.get(child_id) for child_id in parent.record.children]
+        for sibling in siblings:
+            with sibling.lock:
+                if sibling is not handle and _runnable(sibling):
+                    return sibling, sibling.turn.job  # type: ignore[union-attr]
+        return handle, None
 
     @contextlib.contextmanager
     def _interrupt_at(self, handle: Handle, deadline: float) -> Iterator[threading.Event]:
