@@ -1,8 +1,6 @@
-"""External services for tests: their URLs come from the environment.
-
-A test that needs a service calls ``service_url(VARIABLE)``: unset, the test is skipped,
-except under ``CI=true``, where a missing service is a failure.
-"""
+"""Real services for the tests: PostgreSQL and Redis, reached through the URLs that
+``.ci/services start`` exports. A developer without them gets skips; under CI (``CI=true``)
+a missing service fails the test, so a green CI run never hides an untested store."""
 
 from __future__ import annotations
 
@@ -10,14 +8,16 @@ import os
 
 import pytest
 
-PG_URL = "TOOLNEXUS_TEST_PG_URL"
-REDIS_URL = "TOOLNEXUS_TEST_REDIS_URL"
+_VARIABLES = {"postgresql": "TOOLNEXUS_TEST_PG_URL", "redis": "TOOLNEXUS_TEST_REDIS_URL"}
 
 
-def service_url(variable: str) -> str:
+def service_url(service: str) -> str:
+    """The URL of a running ``service`` ("postgresql" or "redis"), or skip/fail the test."""
+    variable = _VARIABLES[service]
     url = os.environ.get(variable)
     if url:
         return url
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{variable} is not set; CI must provide this service")
-    pytest.skip(f"{variable} is not set")
+    message = f"{service} is not available: set {variable} (eval \"$(bash .ci/services start)\")"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
