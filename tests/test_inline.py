@@ -53,8 +53,9 @@ def three_lookups(request):
     return text("done:" + ",".join(found)) if found else calls(*(call(f"c{n}", "lookup", {"n": n}) for n in (1, 2, 3)))
 
 
-def library_threads():
-    return [t.name for t in threading.enumerate() if t.name.startswith("toolnexus")]
+def library_threads(before=()):
+    """Names of the library's threads alive now that were not in ``before``."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("toolnexus") and t not in before]
 
 
 # --- Client(inline=True) -------------------------------------------------------------------------
@@ -62,12 +63,13 @@ def library_threads():
 
 def test_inline_client_runs_every_tool_call_on_the_calling_thread_one_after_another():
     log = ThreadLog()
+    before = threading.enumerate()
     client = Client(model="m", generate=log.model(three_lookups), inline=True)
     result = client.run("go", Toolkit([log.tool("lookup", pause=threading.Event())]))
     assert result.status == "done" and result.text == "done:ok:1,ok:2,ok:3"
     assert set(log.tool_threads) == {threading.get_ident()} and len(log.tool_threads) == 3
     assert not log.overlapped
-    assert library_threads() == []
+    assert library_threads(before) == []
 
 
 def test_client_around_tool_wraps_every_call_on_the_thread_that_runs_it():
@@ -128,11 +130,12 @@ def lead_and_helpers(log):
 def test_inline_runtime_runs_turns_children_and_tools_on_the_caller_thread():
     log = ThreadLog()
     registry, model = lead_and_helpers(log)
+    before = threading.enumerate()
 
     def scenario():
         with Runtime(registry, model="m", generate=model, inline=True) as rt:
             result = rt.run_agent("lead", "go")
-            return result, threading.get_ident(), library_threads()
+            return result, threading.get_ident(), library_threads(before)
 
     result, caller, threads = run_in_thread(scenario)
     assert result.status == "done"
