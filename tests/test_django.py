@@ -24,7 +24,8 @@ from _services import service_url
 pytest.importorskip("django")
 pytest.importorskip("gunicorn")
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "django_approval"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "django_approval"
 WORKERS, THREADS = 2, 4
 RUN_TIMEOUT = 1.0  # seconds a view gives one run in these tests
 SLACK = 5.0  # on a loaded 2-core machine, far below anything that would be a hang
@@ -68,8 +69,14 @@ class Database:
             time.sleep(0.05)
 
 
+def project_env(database: Database, **variables: str) -> dict[str, str]:
+    """The environment of a process of the example project (this checkout's toolnexus first)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "DJANGO_SETTINGS_MODULE": "approval_site.settings", "EXAMPLE_DATABASE_URL": database.url, **variables}
+
+
 def manage(database: Database, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "EXAMPLE_DATABASE_URL": database.url, "DJANGO_SETTINGS_MODULE": "approval_site.settings"}
+    env = project_env(database)
     return subprocess.run([sys.executable, "manage.py", *args], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -114,14 +121,13 @@ class Gunicorn:
             port = probe.getsockname()[1]
         self.base = f"http://127.0.0.1:{port}"
         self.application = f"django_approval_{port}"
-        env = {
-            **os.environ,
-            "EXAMPLE_DATABASE_URL": database.url,
-            "EXAMPLE_INLINE": "1" if inline else "0",
-            "EXAMPLE_CONN_MAX_AGE": "60",  # persistent connections: the worst case for counting sessions
-            "EXAMPLE_RUN_TIMEOUT": str(RUN_TIMEOUT),
-            "EXAMPLE_APPLICATION_NAME": self.application,
-        }
+        env = project_env(
+            database,
+            EXAMPLE_INLINE="1" if inline else "0",
+            EXAMPLE_CONN_MAX_AGE="60",  # persistent connections: the worst case for counting sessions
+            EXAMPLE_RUN_TIMEOUT=str(RUN_TIMEOUT),
+            EXAMPLE_APPLICATION_NAME=self.application,
+        )
         command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "--threads", str(THREADS), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3", "approval_site.wsgi"]
         self.log: list[str] = []
         self.process = subprocess.Popen(command, cwd=EXAMPLE, env=env, stderr=subprocess.PIPE, text=True)
