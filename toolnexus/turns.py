@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Callable, ContextManager, Iterator
 
-from . import budget as budgets, loop
+from . import budget as budgets, loop, tracing
 from .agent import AgentDef
 from .data import AgentResult, RunResult, Usage
 from .handle import Handle, Turn
@@ -43,8 +43,10 @@ class TurnRunner:
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
         around_tool: Callable[[], ContextManager[Any]] | None = None,
+        trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
+        self.trace = trace
         self.metrics = Metrics()
         self._store = store
         self._model = model
@@ -59,7 +61,19 @@ class TurnRunner:
         self._emitters: dict[str, Emit] = {}
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted."""
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
+
+        The turn is one ``invoke_agent`` span, nested where the turn was queued.
+        """
+        name, model = handle.definition.name, self.model_of(handle.definition)
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+            result, run = self._execute(handle, turn)
+            traced.done(result.status, result.text, result.pending)
+        if result.pending is not None:
+            turn.suspended_trace = traced.carrier()
+        return result, run
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
@@ -125,6 +139,7 @@ class TurnRunner:
             on_usage=lambda usage: self._charge_tokens(handle, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
             around_tool=self._around_tool,
+            trace=self.trace,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
