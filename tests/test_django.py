@@ -253,6 +253,21 @@ def test_200_requests_leave_no_more_postgresql_sessions_than_gunicorn_threads(pg
     assert 0 < pg_db.settled_sessions(server.application, WORKERS * THREADS) <= WORKERS * THREADS
 
 
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "worker-threads"])
+def test_requests_still_finish_after_postgresql_ends_the_sites_sessions(pg_db, servers, inline):
+    server = servers(pg_db, inline=inline)
+    order = server.new_order()
+    assert server.post("/complaints/", {"order": order, "text": "first"}).json()["status"] == "done"
+    ended = pg_db.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", server.application)
+    assert ended  # the site kept at least one session, and the server has just dropped it
+    for n in range(WORKERS * THREADS * 2):
+        body = server.post("/complaints/", {"order": order, "text": f"again {n}"}).json()
+        assert body["status"] == "done", body
+        # The tool reached the database: it read the row, or (on a worker thread, outside the
+        # view's transaction) found it invisible; never a dropped connection.
+        assert f"again {n}" in body["reply"] or (not inline and "matching query does not exist" in body["reply"]), body
+
+
 # --- manage.py test ------------------------------------------------------------------------------
 
 

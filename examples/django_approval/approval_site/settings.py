@@ -43,6 +43,7 @@ def _database(url: str, max_age: int) -> dict:
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
             "CONN_MAX_AGE": max_age,
+            "CONN_HEALTH_CHECKS": True,  # a kept connection the server dropped is replaced, not used
             # Names this site's sessions in pg_stat_activity.
             "OPTIONS": {"application_name": os.environ.get("EXAMPLE_APPLICATION_NAME", "django_approval")},
         }
