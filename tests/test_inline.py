@@ -233,6 +233,43 @@ def test_inline_interrupt_from_another_thread_stops_the_run_at_its_next_step():
     assert seen_cancel == [True]  # the second call of the turn never started
 
 
+def test_runtime_around_tool_wraps_every_tool_call_task_included_on_its_thread():
+    log = ThreadLog()
+    registry, model = lead_and_helpers(log)
+    entered = []
+
+    @contextlib.contextmanager
+    def around():
+        entered.append(threading.get_ident())
+        yield
+
+    with Runtime(registry, model="m", generate=model, around_tool=around) as rt:
+        assert run_in_thread(lambda: rt.run_agent("lead", "go")).status == "done"
+    assert len(entered) == 2 + 4  # two task calls, four lookups
+    assert set(log.tool_threads) <= set(entered)
+
+
+def test_inline_close_from_another_thread_stops_a_running_turn():
+    in_tool = threading.Event()
+
+    def patient(args, ctx):
+        in_tool.set()
+        return "stopped" if ctx.cancelled.wait(HANG) else "never cancelled"
+
+    model = ScriptedModel({"m": lambda request: text("never") if tool_messages(request) else calls(call("c1", "patient"))})
+    registry = {"solo": AgentDef("solo", "waits", tools=(Tool("patient", "waits", EMPTY_SCHEMA, patient),))}
+    rt = Runtime(registry, model="m", generate=model, inline=True, shutdown_ms=100)
+    box = {}
+    runner = threading.Thread(target=lambda: box.update(result=rt.run_agent("solo", "go")), daemon=True)
+    runner.start()
+    assert in_tool.wait(HANG)
+    run_in_thread(lambda: rt.close(rt.root))
+    runner.join(HANG)
+    assert not runner.is_alive()
+    assert box["result"].status == "interrupted" and len(model.requests) == 1
+    assert rt.inspect(box["result"].handle_id).state == "closed"
+
+
 # --- timeout= ------------------------------------------------------------------------------------
 
 
