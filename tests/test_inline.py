@@ -146,6 +146,16 @@ def test_inline_runtime_runs_turns_children_and_tools_on_the_caller_thread():
     assert threads == []
 
 
+def test_agent_run_inline_runs_the_whole_team_on_the_calling_thread():
+    log = ThreadLog()
+    registry, model = lead_and_helpers(log)
+    helper = agent("helper", does="helps", tools=registry["helper"].tools)
+    lead = agent("lead", does="leads", team=[helper])
+    result, caller = run_in_thread(lambda: (lead.run("go", inline=True, model="m", generate=model), threading.get_ident()))
+    assert result.status == "done"
+    assert set(log.model_threads) == {caller} and set(log.tool_threads) == {caller}
+
+
 def test_inline_wake_admits_the_turn_and_the_first_waiter_runs_it():
     log = ThreadLog()
     with Runtime({"solo": AgentDef("solo", "answers")}, model="m", generate=log.model(lambda r: text("hi")), inline=True) as rt:
