@@ -310,14 +310,14 @@ class Handle:
 
     def mark_settling(self, turn: Turn, owner: str | None = None) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
-        with self._changing():
-            if self.turn is not turn:
-                return False
-            if self.record.state != RUNNING or (self.durable is not None and self.record.turn_owner != owner):
-                self.turn = None  # another process interrupted it, or took it over
-                return False
-            turn.settling = True
-            return True
+        self.sync()  # nothing is written: the outcome is published in the next change
+        if self.turn is not turn:
+            return False
+        if self.record.state != RUNNING or (self.durable is not None and self.record.turn_owner != owner):
+            self.turn = None  # another process interrupted it, or took it over
+            return False
+        turn.settling = True
+        return True
 
     def suspend(self, turn: Turn, result: AgentResult, checkpoint: list[dict[str, Any]] | None) -> AgentResult:
         """``running→suspended`` on the turn's pending request (path stamped); its result."""
@@ -438,6 +438,16 @@ class Handle:
     def free_slot(self) -> None:
         with self._changing():
             self.record.running_children -= 1
+
+    def queue_wake(self, child_id: str) -> None:
+        """A child's wake waits (FIFO) for one of this handle's slots."""
+        with self._changing():
+            self.record.wake_queue.append(child_id)
+
+    def drop_wake(self, child_id: str) -> None:
+        with self._changing():
+            if child_id in self.record.wake_queue:
+                self.record.wake_queue.remove(child_id)
 
     def add_child(self, child_id: str) -> None:
         with self._changing():

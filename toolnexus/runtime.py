@@ -209,7 +209,7 @@ class Runtime:
 
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
         """One store transaction around a change to ``handles`` (their locks held)."""
-        return self._durable.change(*handles) if self._durable is not None else contextlib.nullcontext()
+        return self._durable.change(*handles, dirty=False) if self._durable is not None else contextlib.nullcontext()
 
     def release(self) -> None:
         """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
@@ -384,7 +384,7 @@ class Runtime:
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
         child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
-        with child.lock, self._atomic(child):
+        with child.lock, self._durable.change(child) if self._durable is not None else contextlib.nullcontext():  # the new row
             owner.add_child(child_id)
         self._tree.add(child)
         return child
@@ -442,7 +442,7 @@ class Runtime:
             return None
         if not parent.take_slot(self._slot_cap(parent)):
             handle.enqueue(prompt, trace)
-            parent.record.wake_queue.append(handle.id)
+            parent.queue_wake(handle.id)
             self._tree.event("wake_queued", handle.id, parent=parent.id)
             return None
         return self._start_turn(handle, prompt, trace)
@@ -483,9 +483,11 @@ class Runtime:
                 return  # interrupted meanwhile; the interrupt published already
         if not pending:
             self._retire_task_children(handle, turn.serial)
-            if run is not None:
+            if run is not None and self._durable is None:
                 self._store.save(handle.id, run.messages)
         with handle.lock, self._atomic(handle):
+            if not pending and run is not None and self._durable is not None:
+                self._store.save(handle.id, run.messages)  # the transcript commits with the outcome
             if pending:
                 suspended = handle.suspend(turn, result, run.messages if run is not None else None)
                 self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
@@ -518,7 +520,7 @@ class Runtime:
             while record.wake_queue and (cap is None or record.running_children < cap):
                 sibling = self._tree.get(record.wake_queue[0])
                 with sibling.lock, self._atomic(parent, sibling):
-                    record.wake_queue.pop(0)
+                    parent.drop_wake(sibling.id)
                     if not sibling.record.queued:
                         continue
                     parent.take_slot(cap)
@@ -721,8 +723,7 @@ class Runtime:
                 if self._durable is not None:
                     self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
-                if record.id in parent.record.wake_queue:
-                    parent.record.wake_queue.remove(record.id)
+                parent.drop_wake(record.id)
                 handle.drop_queued_wake()
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
@@ -831,20 +832,19 @@ class Runtime:
                 handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
         while True:
             self.interrupt(handle)
-            with handle.lock:
-                handle.sync()
+            with handle.lock, self._atomic(handle):
                 state = handle.record.state
                 if state == CLOSED:
                     return
                 if state == IDLE:
                     handle.close()
+                    self._tree.event("close", handle.id, reason=reason)
                     break
                 if state == RUNNING:
                     # A turn that was already settling (saving its transcript) outlasted the
                     # interrupt's wait: let its outcome land, then go round again.
                     handle.changed.wait_for(lambda: handle.record.state != RUNNING)
                 # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        self._tree.event("close", handle.id, reason=reason)
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
         self._retire(handle)

@@ -278,23 +278,28 @@ class DurableTree:
     # --- transactions around handle changes ---------------------------------------------------
 
     @contextlib.contextmanager
-    def change(self, *handles: Handle) -> Iterator[None]:
+    def change(self, *handles: Handle, dirty: bool = True) -> Iterator[None]:
         """One transaction around a change to ``handles`` (their locks held): re-read rows
-        another process changed, run the block, write every touched row, commit."""
+        another process changed, run the block, write every row a ``Handle`` method
+        changed (``dirty``), commit. ``dirty=False`` only joins and refreshes."""
         touched: dict[str, Handle] | None = getattr(self._local, "touched", None)
         outer = touched is None
         if outer:
             touched = self._local.touched = {}
+            self._local.dirty = {}
         assert touched is not None
+        changed: dict[str, Handle] = self._local.dirty
         try:
             with self.store.transaction():
                 for handle in handles:
                     if handle.id not in touched:
                         self._refresh(handle)
                         touched[handle.id] = handle
+                    if dirty:
+                        changed[handle.id] = handle
                 yield
                 if outer:
-                    for handle in touched.values():
+                    for handle in changed.values():
                         self._write(handle)
         except BaseException:
             if outer:
@@ -303,7 +308,7 @@ class DurableTree:
             raise
         finally:
             if outer:
-                self._local.touched = None
+                self._local.touched = self._local.dirty = None
 
     def sync(self, handle: Handle) -> None:
         """Re-read ``handle`` (its lock held) when another process changed it."""

@@ -257,7 +257,7 @@ class DurableJournal:
         return found
 
     def tools_started(self, call_ids: list[str]) -> None:
-        with self._handle.lock, self._durable.change(self._handle):
+        with self._handle.lock, self._durable.change(self._handle, dirty=False):
             self._fence()
             for call_id in call_ids:
                 self._durable.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "started", None)
@@ -279,7 +279,7 @@ class DurableJournal:
         with contextlib.ExitStack() as held:
             for each in reversed(chain):
                 held.enter_context(each.lock)
-            held.enter_context(self._durable.change(*reversed(chain)))
+            held.enter_context(self._durable.change(*reversed(chain), dirty=False))
             self._fence()
             yield chain
 
