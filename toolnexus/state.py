@@ -113,6 +113,11 @@ class SqlState:
     def close(self) -> None:
         raise NotImplementedError
 
+    def in_host_transaction(self) -> bool:
+        """Whether this thread's changes only joined a transaction the host opened, which
+        commits (or rolls back) later, outside the store."""
+        return False
+
     def notify(self, payload: str) -> None:
         """Tell other processes that the current transaction changed ``payload``'s handle."""
 
@@ -301,6 +306,9 @@ class DurableTree:
                 if outer:
                     for handle in changed.values():
                         self._write(handle)
+            if outer and self.store.in_host_transaction():
+                for handle in touched.values():
+                    handle.record.version = -1  # the host's transaction may still roll back: re-read next time
         except BaseException:
             if outer:
                 for handle in touched.values():
