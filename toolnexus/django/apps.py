@@ -14,7 +14,12 @@ class ToolnexusConfig(AppConfig):  # type: ignore[misc]  # Django ships no type 
     verbose_name = "toolnexus"
 
     def ready(self) -> None:
+        from django.core.signals import request_started
+
+        from .conf import build_before_request
+
         checks.register(check_settings, "toolnexus")
+        request_started.connect(build_before_request, dispatch_uid="toolnexus.build_before_request")
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:

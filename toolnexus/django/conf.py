@@ -1,7 +1,10 @@
 """``settings.TOOLNEXUS`` and the process's one runtime.
 
 The runtime is built on first use in each process (after a server such as gunicorn has
-forked its workers) and closed when the interpreter exits.
+forked its workers) and let go of when the interpreter exits: a stored tree stays for the
+other processes, a memory-only runtime closes. With a state, the first request of a
+process builds it before the view runs, so that the runtime's registration in the state
+commits on its own rather than with a view's transaction that may roll back.
 """
 
 from __future__ import annotations
@@ -61,7 +64,34 @@ def build_runtime(**overrides: Any) -> Runtime:
     options.setdefault("inline", True)
     if not options["inline"]:
         options.setdefault("around_tool", closing_connections)
+    database = _django_database(options.get("state"))
+    if database is not None:
+        from .state import DjangoState
+
+        options["state"] = DjangoState(database)
     return Runtime(registry, **options)
+
+
+def state_database() -> str:
+    """The database alias of ``"state": "django"`` (or ``"django:ALIAS"``); "default" otherwise."""
+    return _django_database(_setting().get("state")) or "default"
+
+
+def runtime_id() -> str:
+    return str(_setting().get("runtime_id", "default"))
+
+
+def _django_database(state: Any) -> str | None:
+    if not isinstance(state, str) or not (state == "django" or state.startswith("django:")):
+        return None
+    return state.partition(":")[2] or "default"
+
+
+def build_before_request(**kwargs: Any) -> None:
+    """``request_started`` receiver: with a state, build this process's runtime now, outside
+    any transaction of the view."""
+    if _setting().get("state") is not None:
+        runtime()
 
 
 def install(rt: Runtime | None) -> Runtime | None:
@@ -105,4 +135,4 @@ def _close_at_exit() -> None:
     with _lock:
         rt = _current if _pid == os.getpid() else None
     if rt is not None:
-        rt.close(rt.root)
+        rt.release()  # a stored tree stays for the other workers; a memory-only one closes
