@@ -87,13 +87,14 @@ DATABASES = {"default": _database(os.environ.get("EXAMPLE_DATABASE_URL", str(BAS
 RUN_TIMEOUT = float(os.environ.get("EXAMPLE_RUN_TIMEOUT", "30"))
 APPROVAL_TTL = float(os.environ.get("EXAMPLE_APPROVAL_TTL", str(24 * 3600)))
 
-TOOLNEXUS = {
-    "registry": "complaints.agents.TEAM",
-    "inline": os.environ.get("EXAMPLE_INLINE", "1") != "0",
-    # The runs live in DATABASES["default"] (the toolnexus app's tables): any worker
-    # process answers an approval another one asked, and a restart loses nothing.
-    "state": "django",
-}
+INLINE = os.environ.get("EXAMPLE_INLINE", "1") != "0"
+TOOLNEXUS = {"registry": "complaints.agents.TEAM", "inline": INLINE}
+if INLINE:
+    # The runs live in DATABASES["default"] (the toolnexus app's tables), inside each
+    # view's transaction: any worker process answers an approval another one asked, and
+    # a restart loses nothing. (Worker threads could not write the state while the view's
+    # transaction holds its locks, so without inline the runs stay in memory.)
+    TOOLNEXUS["state"] = "django"
 if os.environ.get("EXAMPLE_BASE_URL"):
     TOOLNEXUS.update(base_url=os.environ["EXAMPLE_BASE_URL"], model=os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini"))
 else:
