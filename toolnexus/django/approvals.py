@@ -16,7 +16,7 @@ from django.dispatch import Signal
 from ..data import AgentResult, Answer, make_answer
 from ..errors import UnknownRequest
 from ..runtime import Runtime
-from .conf import runtime, runtime_id, state_database
+from .conf import runtime, state_database, tree_of
 from .models import PendingRequest, expires_at
 
 #: Sent after an answer resumed a run and the run settled or asked again, with
@@ -27,9 +27,10 @@ request_answered = Signal()
 _ROOT = "root"
 
 
-def pending() -> Any:
-    """The open requests of this runtime's tree, oldest first (a ``PendingRequest`` queryset)."""
-    return PendingRequest.objects.using(state_database()).filter(runtime_id=runtime_id(), status="open")
+def pending(rt: Runtime | None = None) -> Any:
+    """The open requests of the tree of ``rt`` (this process's runtime by default), oldest
+    first, as a ``PendingRequest`` queryset."""
+    return PendingRequest.objects.using(state_database()).filter(runtime_id=tree_of(rt or runtime()), status="open")
 
 
 def answer(given: Answer, *, timeout: float | None = None, rt: Runtime | None = None) -> AgentResult:
@@ -42,7 +43,7 @@ def answer(given: Answer, *, timeout: float | None = None, rt: Runtime | None = 
         UnknownRequest: no run waits on that request (answered, expired or cancelled).
     """
     rt = rt or runtime()
-    row = pending().filter(request_id=given.id).first()
+    row = pending(rt).filter(request_id=given.id).first()
     if row is None:
         raise UnknownRequest(f"no run waits on request {given.id!r} (answered, expired or cancelled already)")
     request = row.as_request()

@@ -26,9 +26,12 @@ from .hygiene import closing_connections
 #: Keys whose value may be given as a dotted import path.
 _IMPORTABLE = ("registry", "generate", "hooks", "on_metric", "around_tool", "clock", "store", "session")
 
-_lock = threading.Lock()  # guards: _current, _pid
+_lock = threading.Lock()  # guards: _current, _pid (held while the runtime is built)
 _current: Runtime | None = None
 _pid = 0
+_built_lock = threading.Lock()  # guards: _built (a leaf)
+#: id(runtime) -> (the store built for it, closed when it is let go of; its runtime_id)
+_built: dict[int, tuple[Any, str]] = {}
 
 
 def runtime() -> Runtime:
@@ -65,20 +68,53 @@ def build_runtime(**overrides: Any) -> Runtime:
     if not options["inline"]:
         options.setdefault("around_tool", closing_connections)
     database = _django_database(options.get("state"))
+    store = None
     if database is not None:
-        from .state import DjangoState
+        from .state import open_django_state
 
-        options["state"] = DjangoState(database)
-    return Runtime(registry, **options)
+        store = options["state"] = open_django_state(database)
+    try:
+        rt = Runtime(registry, **options)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    with _built_lock:
+        _built[id(rt)] = (store, str(options.get("runtime_id", "default")))
+    return rt
+
+
+def tree_of(rt: Runtime) -> str:
+    """The ``runtime_id`` a runtime built here holds (``"default"`` unless set)."""
+    with _built_lock:
+        built = _built.get(id(rt))
+    return built[1] if built is not None else "default"
+
+
+def let_go(rt: Runtime, *, close: bool = False) -> None:
+    """Release ``rt`` (a stored tree stays for the other processes; a memory-only runtime
+    closes), or close its whole tree with ``close``; then close the store built for it."""
+    if close:
+        rt.close(rt.root)
+    else:
+        rt.release()
+    with _built_lock:
+        store = _built.pop(id(rt), (None, ""))[0]
+    if store is not None:
+        store.close()
+
+
+def let_go_of_current() -> None:
+    """Let go of this process's runtime now (its next use builds a new one): before a test
+    database is dropped, so that no connection of the state is left on it."""
+    rt = install(None)
+    if rt is not None:
+        let_go(rt)
 
 
 def state_database() -> str:
     """The database alias of ``"state": "django"`` (or ``"django:ALIAS"``); "default" otherwise."""
     return _django_database(_setting().get("state")) or "default"
-
-
-def runtime_id() -> str:
-    return str(_setting().get("runtime_id", "default"))
 
 
 def _django_database(state: Any) -> str | None:
@@ -135,4 +171,4 @@ def _close_at_exit() -> None:
     with _lock:
         rt = _current if _pid == os.getpid() else None
     if rt is not None:
-        rt.release()  # a stored tree stays for the other workers; a memory-only one closes
+        let_go(rt)

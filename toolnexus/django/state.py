@@ -1,18 +1,22 @@
-"""``DjangoState``: the durable tree in the project's own database, through Django's connections.
+"""The durable tree in the project's own database (``"state": "django"``).
 
-The SQL is the one every store shares (``toolnexus.state.SqlState``); this class only says
-how to reach the database. A change goes through the connection of the thread that makes
-it, so:
+``open_django_state(using)`` picks the store for ``DATABASES[using]``; the SQL is always the
+one every store shares (``toolnexus.state.SqlState``).
 
-- inside an ``atomic()`` block (a view running a team inline, a ``TestCase``) the run's
-  state joins that transaction, in a savepoint: it commits with the view's own writes or
-  rolls back with them, and a rolled-back change is re-read from the database next time;
-- outside one, each change is its own transaction, committed at once.
-
-Django has no cross-process notifications, so ``wait_change`` is the documented polling
-fallback: a wait for a turn another process runs re-reads the state every 100 ms. The
-library's own threads (heartbeats, worker threads) close the connection a state change
-opened, so none of them keeps a database session.
+- **SQLite** (``DjangoState``): a change goes through the connection of the thread that
+  makes it. SQLite has one write lock per database, and a view's transaction may hold it,
+  so a run inside an ``atomic()`` block (a view running a team inline, a ``TestCase``)
+  joins that transaction in a savepoint: its state commits with the view's own writes or
+  rolls back with them, and a rolled-back change is re-read from the database next time.
+  Outside a transaction each change commits at once. Django has no cross-process
+  notifications, so ``wait_change`` is the documented polling fallback (every 100 ms).
+  The library's own threads close the connection a state change opened.
+- **PostgreSQL** (``toolnexus.postgres.PostgresState``): the state has a small pool of its
+  own connections to the same database (``application_name`` ends in ``toolnexus``) and
+  commits every change at once, whatever the view's transaction does. Joining the view's
+  transaction there would hold the tree's row locks until the view commits, and two
+  views of one process would wait on each other's locks forever. Wake-ups across
+  processes use LISTEN/NOTIFY.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from django.db import DatabaseError, connections, transaction
 from ..errors import ConfigError, StateError
 from ..state import SCHEMA_VERSION, SqlState
 
+#: Connections the PostgreSQL state keeps per process (besides one for LISTEN).
+POSTGRES_POOL_SIZE = 4
+
 #: How often a wait for another process's commit re-reads the state.
 POLL_S = 0.1
 
@@ -35,9 +42,36 @@ TABLES = ("tn_meta", "tn_handles", "tn_requests", "tn_events", "tn_journal", "tn
 _SERIAL = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
 
 
+def open_django_state(using: str = "default") -> SqlState:
+    """The store for ``"state": "django"``: ``DjangoState`` on SQLite, a ``PostgresState``
+    on the same database on PostgreSQL (see the module's docstring for why)."""
+    if using not in connections:
+        raise ConfigError(f"toolnexus state: no database {using!r} in DATABASES")
+    if connections[using].vendor == "postgresql":
+        return _postgres_state(using)
+    return DjangoState(using)
+
+
+def _postgres_state(using: str) -> SqlState:
+    import psycopg
+
+    from ..postgres import PostgresState
+
+    conn = connections[using]
+    params = dict(conn.get_connection_params())
+    params["application_name"] = f"{params.get('application_name') or 'django'} toolnexus"[:63]
+    plain = {key: str(value) for key, value in params.items() if isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""}
+    plain.pop("prepare_threshold", None)
+    with conn.cursor() as cursor:  # the tables sit beside Django's own (the migration made them there)
+        cursor.execute("SELECT current_schema()")
+        schema = cursor.fetchone()[0] or "public"
+    return PostgresState(psycopg.conninfo.make_conninfo("", **plain), schema=schema, max_size=POSTGRES_POOL_SIZE)
+
+
 class DjangoState(SqlState):
-    """The state in ``DATABASES[using]`` (SQLite or PostgreSQL), in the tables the
-    ``toolnexus`` app's migration creates."""
+    """The state in ``DATABASES[using]``, in the tables the ``toolnexus`` app's migration
+    creates, through Django's own connections (the SQLite store; the migration uses it on
+    PostgreSQL too)."""
 
     placeholder = "%s"  # Django's cursors take %s on every backend
 

@@ -4,6 +4,8 @@
   SQLite file (default ``db.sqlite3`` next to this project);
 - ``EXAMPLE_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (default 0);
 - ``EXAMPLE_INLINE``: ``0`` runs tools on worker threads instead of the request's thread;
+- ``EXAMPLE_STATE``: ``memory`` keeps the runs in each process's memory instead of the
+  database (inline only; an answer must then reach the process that asked);
 - ``EXAMPLE_APPLICATION_NAME``: how PostgreSQL lists this site's sessions;
 - ``EXAMPLE_RUN_TIMEOUT``: seconds a view gives one run (default 30);
 - ``EXAMPLE_APPROVAL_TTL``: seconds an approval request stays open before it expires
@@ -84,12 +86,16 @@ def _database(url: str, max_age: int) -> dict:
 
 DATABASES = {"default": _database(os.environ.get("EXAMPLE_DATABASE_URL", str(BASE_DIR / "db.sqlite3")), int(os.environ.get("EXAMPLE_CONN_MAX_AGE", "0")))}
 
+# Lets go of the runtime (and the state's own PostgreSQL connections) before the test
+# database is dropped.
+TEST_RUNNER = "toolnexus.django.testing.DiscoverRunner"
+
 RUN_TIMEOUT = float(os.environ.get("EXAMPLE_RUN_TIMEOUT", "30"))
 APPROVAL_TTL = float(os.environ.get("EXAMPLE_APPROVAL_TTL", str(24 * 3600)))
 
 INLINE = os.environ.get("EXAMPLE_INLINE", "1") != "0"
 TOOLNEXUS = {"registry": "complaints.agents.TEAM", "inline": INLINE}
-if INLINE:
+if INLINE and os.environ.get("EXAMPLE_STATE", "django") == "django":
     # The runs live in DATABASES["default"] (the toolnexus app's tables), inside each
     # view's transaction: any worker process answers an approval another one asked, and
     # a restart loses nothing. (Worker threads could not write the state while the view's
