@@ -14,7 +14,7 @@ import _django_site  # noqa: E402,F401  (configures the in-process site)
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
-from toolnexus import AgentDef, ConfigError, make_answer, make_request, success, suspend, tool  # noqa: E402
+from toolnexus import AgentDef, ConfigError, UnknownRequest, make_answer, make_request, success, suspend, tool  # noqa: E402
 from toolnexus.django import approvals, build_runtime, conf  # noqa: E402
 from toolnexus.django.state import TABLES, DjangoState  # noqa: E402
 from toolnexus.testing import tool_messages  # noqa: E402
@@ -136,3 +136,22 @@ def test_a_thread_of_the_library_closes_the_connection_a_state_change_opened():
         thread.start()
         thread.join(10)
     assert seen == {"toolnexus-heartbeat": True, "request-thread": False}
+
+
+def test_answer_resumes_a_run_of_a_runtime_without_a_state():
+    rt = build_runtime(registry=TEAM, generate=model, model="m")
+    try:
+        asked = rt.run_agent("clerk", "refund please")
+        assert approvals.answer(make_answer(asked.pending.id, True), rt=rt).text == "refunded 80"
+        with pytest.raises(UnknownRequest):
+            approvals.answer(make_answer(asked.pending.id, True), rt=rt)
+    finally:
+        rt.close(rt.root)
+
+
+def test_a_yes_that_comes_after_the_expiry_is_answered_expired(runtimes):
+    EXPIRES["at"] = "2000-01-01T00:00"  # no zone: UTC
+    rt = runtimes()
+    asked = rt.run_agent("clerk", "refund please")
+    result = approvals.answer(make_answer(asked.pending.id, True), rt=rt)
+    assert result.text.startswith("expired: Refund 80?")

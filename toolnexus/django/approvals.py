@@ -13,10 +13,10 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
-from ..data import AgentResult, Answer, make_answer
+from ..data import AgentResult, Answer, Request, make_answer
 from ..errors import UnknownRequest
 from ..runtime import Runtime
-from .conf import runtime, state_database, tree_of
+from .conf import in_database, runtime, state_database, tree_of
 from .models import PendingRequest, expires_at
 
 #: Sent after an answer resumed a run and the run settled or asked again, with
@@ -29,7 +29,7 @@ _ROOT = "root"
 
 def pending(rt: Runtime | None = None) -> Any:
     """The open requests of the tree of ``rt`` (this process's runtime by default), oldest
-    first, as a ``PendingRequest`` queryset."""
+    first, as a ``PendingRequest`` queryset (with ``"state": "django"``)."""
     return PendingRequest.objects.using(state_database()).filter(runtime_id=tree_of(rt or runtime()), status="open")
 
 
@@ -43,13 +43,12 @@ def answer(given: Answer, *, timeout: float | None = None, rt: Runtime | None = 
         UnknownRequest: no run waits on that request (answered, expired or cancelled).
     """
     rt = rt or runtime()
-    row = pending(rt).filter(request_id=given.id).first()
-    if row is None:
+    found = _waiting(rt, given.id)
+    if found is None:
         raise UnknownRequest(f"no run waits on request {given.id!r} (answered, expired or cancelled already)")
-    request = row.as_request()
+    request, top = found
     if _expired(request) and given.reason != "expired":
         given = make_answer(given.id, False, reason="expired")
-    top = _waiting_top(rt, row.handle_id, given.id)
     rt.resume(given)
     result = rt.wait(top, timeout)
     request_answered.send(sender=PendingRequest, request=request, answer=given, handle_id=top, result=result)
@@ -61,18 +60,32 @@ def expire(now: datetime.datetime | None = None, *, timeout: float | None = None
     each in its own transaction; the ids answered. A request another process answers
     meanwhile is skipped."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    rt = runtime()
     done = []
-    for row in list(pending()):
-        request = row.as_request()
+    for request in rt.open_requests():
         if not _expired(request, now):
             continue
         try:
             with transaction.atomic(using=state_database()):  # the run's writes commit with its answer
-                answer(make_answer(request.id, False, reason="expired"), timeout=timeout)
+                answer(make_answer(request.id, False, reason="expired"), timeout=timeout, rt=rt)
         except UnknownRequest:
             continue
         done.append(request.id)
     return done
+
+
+def _waiting(rt: Runtime, request_id: str) -> tuple[Request, str] | None:
+    """The open request ``request_id`` and the highest handle waiting on it: from the
+    database with ``"state": "django"``, else from the runtime's handles."""
+    if in_database(rt):
+        row = pending(rt).filter(request_id=request_id).first()
+        return None if row is None else (row.as_request(), _waiting_top(rt, row.handle_id, request_id))
+    waiting = [view for view in rt.handles() if view.pending is not None and view.pending.id == request_id]
+    if not waiting:
+        return None
+    top = min(waiting, key=lambda view: view.id.count("/"))
+    assert top.pending is not None
+    return top.pending, top.id
 
 
 def _expired(request: Any, now: datetime.datetime | None = None) -> bool:

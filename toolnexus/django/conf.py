@@ -84,6 +84,13 @@ def build_runtime(**overrides: Any) -> Runtime:
     return rt
 
 
+def in_database(rt: Runtime) -> bool:
+    """Whether ``rt`` was built here with ``"state": "django"``."""
+    with _built_lock:
+        built = _built.get(id(rt))
+    return built is not None and built[0] is not None
+
+
 def tree_of(rt: Runtime) -> str:
     """The ``runtime_id`` a runtime built here holds (``"default"`` unless set)."""
     with _built_lock:
