@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -132,8 +133,36 @@ def crash_runtime(state: str, runtime_id: str, effects: str, calls: str | None, 
     return Runtime(crash_registry(effects, retry, crash), generate=crash_model(calls, crash), state=state, runtime_id=runtime_id, **options)
 
 
+def stalling_runtime(state: str, runtime_id: str, calls: str, release: str) -> Runtime:
+    """``slow`` agent: its tool waits until the file ``release`` exists, then the model is
+    asked again; an interrupt from another process must stop it before that second call."""
+
+    def hold(args: dict[str, Any], ctx: Any) -> Any:
+        _append(calls, "tool")
+        while not os.path.exists(release):  # the test process decides when the tool ends
+            time.sleep(0.02)
+        return "held"
+
+    def slow(request: dict[str, Any]) -> dict[str, Any]:
+        _append(calls, "slow")
+        if tool_messages(request):
+            return {"content": "finished"}
+        return {"tool_calls": [{"id": "call_hold", "name": "hold", "arguments": {}}]}
+
+    registry = {"slow": AgentDef("slow", "holds", model="m-slow", tools=[Tool("hold", "hold on", None, hold)])}
+    return Runtime(registry, generate=ScriptedModel({"m-slow": slow}, usage=USAGE), state=state, runtime_id=runtime_id)
+
+
 def _main(argv: list[str]) -> None:
     command, state, runtime_id, effects, calls = argv[:5]
+    if command == "stall":
+        rt = stalling_runtime(state, runtime_id, calls, argv[5])
+        handle = rt.spawn(rt.root, "slow")
+        rt.wake(handle, "hold on")
+        result = rt.wait(handle, timeout=60)
+        print(json.dumps({"status": result.status, "state": rt.inspect(handle).state}), flush=True)
+        rt.release()
+        return
     if command == "crash":
         point, retry = argv[5], argv[6]
         rt = crash_runtime(state, runtime_id, effects, calls, retry, point)

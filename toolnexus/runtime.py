@@ -444,7 +444,9 @@ class Runtime:
         try:
             result, run = self._turns.execute(handle, turn)
         except Cancelled:
-            return  # interrupted: the interrupt already published the outcome
+            with handle.lock:  # interrupted (here, or from another process): it published
+                handle.lose(turn)
+            return
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
             result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
@@ -546,8 +548,12 @@ class Runtime:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if job is None and remaining is not None and remaining <= 0:
                     return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-                if job is None and (self._durable is None or handle.turn is not None):
-                    handle.changed.wait(remaining)  # the turn runs in this process: it notifies
+                if job is None and self._durable is None:
+                    handle.changed.wait(remaining)  # every change notifies
+                    continue
+                if job is None and handle.turn is not None:
+                    # The turn runs here and notifies; another process may still interrupt it.
+                    handle.changed.wait(_REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S))
                     continue
             if job is not None:
                 job.run()
