@@ -433,3 +433,25 @@ def test_leaving_a_with_block_releases_instead_of_closing(state, files):
         assert again.inspect(h.id).state == "idle"
     finally:
         again.release()
+
+
+def test_a_store_object_from_the_host_is_used_and_left_open(tmp_path, files):
+    store = SQLiteState(tmp_path / "host.db")
+    rt = Runtime(team.registry(), generate=team.model(), state=store, runtime_id=files.runtime_id)
+    assert rt.run_agent("echo", "hi").status == "done"
+    rt.release()
+    again = Runtime(team.registry(), generate=team.model(), state=store, runtime_id=files.runtime_id)
+    try:
+        assert [v.id for v in again.handles()] == ["root", "root/echo.1"]
+    finally:
+        again.release()
+        store.close()
+
+
+def test_bad_durable_options_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="recover"):
+        Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), recover="retry")
+    with pytest.raises(ConfigError, match="lease_ms"):
+        Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), lease_ms=0)
+    with pytest.raises(ConfigError, match="state must be"):
+        Runtime(team.registry(), generate=team.model(), state=42)

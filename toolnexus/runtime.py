@@ -24,7 +24,7 @@ from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
-from .state import DurableTree, SqlState, StateConversations, open_state
+from .state import DurableTree, StateConversations, StateStore, open_state
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -78,7 +78,7 @@ class Runtime:
         hooks: Any = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
-        state: str | os.PathLike[str] | SqlState | None = None,
+        state: str | os.PathLike[str] | StateStore | None = None,
         runtime_id: str = "default",
         lease_ms: int = 15000,
         recover: str = "resume",
@@ -99,7 +99,7 @@ class Runtime:
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
         self._letting_go = threading.Event()
         self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
-        self._owns_state = state is not None and not isinstance(state, SqlState)
+        self._owns_state = state is not None and not isinstance(state, StateStore)
         self.root = self._open_root()
         self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
         self._clock = clock or time.monotonic
