@@ -14,13 +14,39 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from typing import Any
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from toolnexus import AgentDef, Runtime, Tool, make_answer, make_request, suspend  # noqa: E402
 from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
 from toolnexus.wire import to_wire  # noqa: E402
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state(request: Any, tmp_path: Any) -> str:
+    """Where a durable test's tree lives: a SQLite file, or the test PostgreSQL server
+    (each test uses a fresh runtime id there)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "state.db")
+    from _services import service_url
+
+    return service_url("postgresql")
+
+
+@pytest.fixture
+def files(tmp_path: Any) -> Any:
+    """The effects and model-call logs of one test, and its own runtime id."""
+
+    class Files:
+        effects = str(tmp_path / "effects.txt")
+        calls = str(tmp_path / "calls.txt")
+        runtime_id = f"t-{uuid.uuid4().hex[:10]}"
+
+    return Files()
+
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
 _append_lock = threading.Lock()

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import _durable_team as team
+from _durable_team import files, state  # noqa: F401 - fixtures
 from _services import service_url
 from conftest import run_in_thread
 from toolnexus import ConfigError, InMemoryStore, Runtime, StateError, ToolnexusError, UnknownRequest, make_answer
@@ -30,22 +31,6 @@ SCRIPT = str(HERE / "_durable_team.py")
 ARROW = "\u2192"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def state(request, tmp_path):
-    """Where the tree lives: a SQLite file, or a PostgreSQL URL (a fresh runtime id per test)."""
-    if request.param == "sqlite":
-        return str(tmp_path / "state.db")
-    return service_url("postgresql")
-
-
-@pytest.fixture
-def files(tmp_path):
-    class Files:
-        effects = str(tmp_path / "effects.txt")
-        calls = str(tmp_path / "calls.txt")
-        runtime_id = f"t-{uuid.uuid4().hex[:10]}"
-
-    return Files()
 
 
 def in_child(*args: str, timeout: float = 60) -> dict:

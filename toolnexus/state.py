@@ -518,26 +518,15 @@ class DurableTree:
 
 def stored_views(tree: DurableTree) -> list[HandleView]:
     """Every stored handle of ``tree`` as ``handles()`` lists them (no registry needed)."""
+    from .handle import Handle
+
     views: list[HandleView] = []
 
     def visit(handle_id: str) -> None:
         record = tree.load(handle_id)
         if record is None:
             return
-        views.append(
-            HandleView(
-                id=record.id,
-                name=record.name,
-                state=record.state,
-                parent=record.parent,
-                children=list(record.children),
-                turns=record.turns,
-                tokens=record.tokens,
-                tool_calls=record.tool_calls,
-                inbox=len(record.inbox),
-                pending=record.pending,
-            )
-        )
+        views.append(Handle(record).view())
         for child in record.children:
             visit(child)
 
