@@ -23,7 +23,9 @@ import _durable_team as team
 from _durable_team import files, state  # noqa: F401 - fixtures
 from _services import service_url
 from conftest import run_in_thread
-from toolnexus import ConfigError, InMemoryStore, Runtime, StateError, ToolnexusError, UnknownRequest, make_answer
+import attrs
+
+from toolnexus import Budget, ConfigError, InMemoryStore, Runtime, SpawnError, StateError, ToolnexusError, UnknownRequest, make_answer
 from toolnexus.state import SCHEMA_VERSION, SQLiteState
 
 HERE = Path(__file__).resolve().parent
@@ -408,6 +410,35 @@ def test_release_leaves_the_tree_and_ends_the_runtimes_threads(state, files):
         assert again.inspect(started.id).state == "suspended"
     finally:
         again.release()
+
+
+def test_an_interpreter_that_never_releases_still_exits(state, files):
+    assert in_child("forget", state, files.runtime_id, files.effects, files.calls, timeout=60) == {"left": True}
+    rt = open_runtime(state, files)
+    try:
+        assert rt.inspect("root/echo.1").state == "closed"
+    finally:
+        rt.release()
+
+
+def test_spawn_sees_a_pool_spent_by_another_process(state, files):
+    budgeted = team.registry()
+    budgeted["boss"] = attrs.evolve(budgeted["boss"], budget=Budget(max_tokens=100))
+    rt = Runtime(budgeted, generate=team.model(), state=state, runtime_id=files.runtime_id)
+    other = Runtime(budgeted, generate=team.model(), state=state, runtime_id=files.runtime_id)
+    try:
+        boss = rt.spawn(rt.root, "boss")
+        assert other.inspect(boss.id).tokens == 0
+        child = other.spawn(boss.id, "echo")
+        for n in range(3):  # 3 x 40 tokens charged in the other runtime
+            other.post(child, f"n{n}")
+            other.wake(child, "go")
+            assert other.wait(child, timeout=20).status == "done"
+        with pytest.raises(SpawnError, match="budget exhausted"):
+            rt.spawn(boss, "echo")
+    finally:
+        rt.release()
+        other.release()
 
 
 def test_leaving_a_with_block_releases_instead_of_closing(state, files):
