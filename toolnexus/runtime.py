@@ -293,8 +293,17 @@ class Runtime:
         if job is None:
             self._release_slot(handle)
         else:
-            _jobs.submit(self._executor, job)
+            self._dispatch(job)
         return True
+
+    def _dispatch(self, *jobs: _jobs.Job) -> None:
+        """Hand admitted turns over to run: the only place that does. Here that is this
+        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
+        already in the state with its owner, input and serial, and ``_take_over`` claims a
+        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
+        processes plugs in at these two points."""
+        for job in jobs:
+            _jobs.submit(self._executor, job)
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -432,7 +441,7 @@ class Runtime:
         with parent.lock, handle.lock, self._atomic(parent, handle):
             job = self._admit(parent, handle, prompt, trace)
         if job is not None:
-            _jobs.submit(self._executor, job)
+            self._dispatch(job)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
@@ -529,8 +538,7 @@ class Runtime:
                     prompt, trace = sibling.dequeue()
                     jobs.append(self._start_turn(sibling, prompt, trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        for job in jobs:
-            _jobs.submit(self._executor, job)
+        self._dispatch(*jobs)
 
     # --- wait and delegation --------------------------------------------------------------
 
@@ -795,8 +803,7 @@ class Runtime:
                 turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
                 path[len(chain) - 1 - position].take_slot(None)
                 jobs.append(self._begin(handle, turn))
-        for job in jobs:
-            _jobs.submit(self._executor, job)
+        self._dispatch(*jobs)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
         chain = [origin]
