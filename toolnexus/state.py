@@ -307,9 +307,10 @@ class DurableTree:
                     if dirty:
                         changed[handle.id] = handle
                 yield
-                if outer:
+                if outer and changed:
                     for handle in changed.values():
                         self._write(handle)
+                    self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
         except BaseException:
             if outer:
                 for handle in touched.values():
@@ -360,7 +361,6 @@ class DurableTree:
                 time.time(),
             ),
         )
-        self.store.notify(f"{self.runtime_id}|{record.id}")
 
     # --- reading the tree ---------------------------------------------------------------------
 
