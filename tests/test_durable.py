@@ -471,3 +471,57 @@ def test_bad_durable_options_are_config_errors(tmp_path):
         Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), lease_ms=0)
     with pytest.raises(ConfigError, match="state must be"):
         Runtime(team.registry(), generate=team.model(), state=42)
+
+
+def test_first_use_by_four_processes_at_once_creates_the_schema_once():
+    url = service_url("postgresql")
+    schema = f"tn_race_{uuid.uuid4().hex[:8]}"
+    code = (
+        "import sys; from toolnexus.postgres import PostgresState; "
+        f"s = PostgresState(sys.argv[1], schema={schema!r}, listen=False); "
+        "print(s.execute('SELECT value FROM tn_meta')[0][0]); s.close()"
+    )
+    racers = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outcomes = [racer.communicate(timeout=60) for racer in racers]
+    assert all(racer.returncode == 0 for racer in racers), [err for _, err in outcomes]
+    assert [out.strip() for out, _ in outcomes] == [str(SCHEMA_VERSION)] * 4
+
+
+def test_a_resume_racing_an_interrupt_has_exactly_one_winner(state, files):
+    for _ in range(3):
+        files.runtime_id = f"ri-{uuid.uuid4().hex[:8]}"
+        started = pending_in_another_process(state, files)
+        answering, interrupting = open_runtime(state, files), open_runtime(state, files)
+        outcome: dict[str, object] = {}
+        go = threading.Barrier(2)
+
+        def answer() -> None:
+            go.wait()
+            try:
+                answering.resume(make_answer(started["pending"]["id"], True))
+                outcome["resume"] = "won"
+            except UnknownRequest:
+                outcome["resume"] = "lost"
+
+        def interrupt() -> None:
+            go.wait()
+            interrupting.interrupt(started["handle"] + "/worker.1")
+
+        try:
+            threads = [threading.Thread(target=answer), threading.Thread(target=interrupt)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            final = run_in_thread(lambda: answering.wait(started["handle"], timeout=20))
+            if outcome["resume"] == "won":  # the boss finishes (its child maybe interrupted after the resume)
+                assert final.status == "done"
+            else:  # the interrupt cancelled the request on every handle of the path
+                assert final.status == "interrupted"
+                assert answering.inspect(started["handle"] + "/worker.1").state == "idle"
+            with pytest.raises(UnknownRequest):  # either way the request is gone
+                answering.resume(make_answer(started["pending"]["id"], True))
+        finally:
+            answering.release()
+            interrupting.release()
+    assert len(team.lines(files.effects)) <= 3  # the approved tool ran at most once a round
