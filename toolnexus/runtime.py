@@ -381,11 +381,15 @@ class Runtime:
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
-        or spawned and woken. A refused spawn is an error result."""
+        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
+        is not reattached: the repeated call is a retry and runs a fresh child, which the
+        index then names. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             entry = parent.record.task_keys.get(key)
             child = self._tree.get(entry[1]) if entry is not None and entry[0] == serial else None
+            if child is not None and _ended_in_failure(child):
+                child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
@@ -454,11 +458,11 @@ class Runtime:
                 turn, handle.turn = handle.turn, None
                 record.inbox, record.taken = record.taken + record.inbox, []
                 handle.move(IDLE)
-                handle.publish(_interrupted(record))
+                handle.publish(_interrupted(record, self._turns.turn_calls(turn)))  # type: ignore[arg-type]
             elif record.queued and parent is not None:
                 record.queued = False
                 parent.record.wake_queue.remove(record.id)
-                handle.publish(_interrupted(record))
+                handle.publish(_interrupted(record, 0))
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
         if settling is not None:
@@ -487,10 +491,11 @@ class Runtime:
                 record = handle.record
                 if record.state != SUSPENDED or record.pending is None or record.pending.id != request_id:
                     continue
+                turns = record.pending_turns
                 record.pending = record.checkpoint = record.pending_input = None
                 record.inbox, record.taken = record.taken + record.inbox, []
                 handle.move(IDLE)
-                handle.publish(_interrupted(record))
+                handle.publish(_interrupted(record, turns))
 
     def resume(self, answer: Answer) -> None:
         """Route ``answer`` to the deepest handle suspended on its request; that handle
@@ -617,13 +622,24 @@ def _stamp_path(request: Request, handle_id: str) -> Request:
     return attrs.evolve(request, data=data)
 
 
+_RETRIED_STATUSES = ("error", "interrupted", "timeout")
+
+
+def _ended_in_failure(child: Handle) -> bool:
+    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
+    with child.lock:
+        record = child.record
+        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
+
+
 def _runnable(handle: Handle) -> bool:
     turn = handle.turn
     return turn is not None and turn.job is not None and not turn.job.claimed
 
 
-def _interrupted(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="interrupted", status="interrupted", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+def _interrupted(record: HandleRecord, turns: int) -> AgentResult:
+    """``turns``: the model calls of the turn that was interrupted."""
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
 
 
 def _closed_result(record: HandleRecord) -> AgentResult:
