@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import loop
 from .data import Answer, Request, RunResult
-from .errors import ConfigError, ToolnexusError
+from .errors import ConfigError, ToolnexusError, WireError
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore
 from .styles import get_style
 from .toolkit import Toolkit
+from .wire import check_json
 
 if TYPE_CHECKING:
     import requests
@@ -61,6 +62,10 @@ def build_engine(
     refused = [key for key in _REFUSED_PARAMS if key in (request_params or {})]
     if refused:
         raise ConfigError(f"request_params may not set {', '.join(refused)}")
+    try:
+        check_json(request_params, "request_params")
+    except WireError as exc:
+        raise ConfigError(str(exc)) from None
     wire = get_style("openai" if generate is not None else style)
     if api_key is None:
         api_key = default_api_key(style, base_url)
