@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import attrs
 
+from .hooks import HooksLike
 from .data import AgentResult, Answer, Budget, Request
 from .errors import ConfigError
 from .tools import Tool
@@ -40,7 +41,7 @@ class AgentDef:
     wait_for: Callable[[Request], Answer] | None = attrs.field(default=None, kw_only=True)
     on_spawn: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
     on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
-    hooks: Any = attrs.field(default=None, kw_only=True)
+    hooks: HooksLike = attrs.field(default=None, kw_only=True)
     on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
 
     @property
@@ -140,7 +141,7 @@ def agent(
     wait_for: Callable[[Request], Answer] | None = None,
     on_spawn: Callable[..., Any] | None = None,
     on_close: Callable[..., Any] | None = None,
-    hooks: Any = None,
+    hooks: HooksLike = None,
     on_metric: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Agent:
     """Define an agent; ``team`` members may be ``Agent`` objects or registry names."""

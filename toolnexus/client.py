@@ -13,6 +13,7 @@ import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
+from .hooks import HooksLike
 from . import loop
 from .data import Answer, Request, RunResult
 from .errors import ConfigError, ToolnexusError, WireError
@@ -111,7 +112,7 @@ class Client:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         on_error: Callable[[dict[str, Any]], str] | None = None,
         wait_for: Callable[[Request], Answer] | None = None,

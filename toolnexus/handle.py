@@ -166,7 +166,9 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
     """The turn's input: the prompt, then the inbox as numbered provenance lines.
 
     Consecutive timer ticks collapse into one ``tick ×N`` item; items from outside the
-    handle's ancestry are listed last, under a heading marking them untrusted.
+    handle's ancestry are listed last, under a heading marking them untrusted. An item's
+    text cannot forge that structure: every line after its first is indented and marked
+    ``|``, so no line of an item starts like a heading or a numbered item.
     """
     merged = _collapse_ticks(items)
     inside = [(item, count) for item, count in merged if item.sender in trusted]
@@ -191,7 +193,14 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
 
 def _line(number: int, item: InboxItem, count: int) -> str:
     text = f"{item.text} \u00d7{count}" if count > 1 else item.text
-    return f"{number}. [from: {item.sender}, channel: {item.channel}] {text}"
+    sender, channel = _one_line(item.sender), _one_line(item.channel)
+    first, *rest = text.splitlines() or [""]
+    continued = "".join(f"\n   | {line}" for line in rest)
+    return f"{number}. [from: {sender}, channel: {channel}] {first}{continued}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
 
 
 def _collapse_ticks(items: list[InboxItem]) -> list[tuple[InboxItem, int]]:

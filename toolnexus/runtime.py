@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
 
+from .hooks import HooksLike
 from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
@@ -66,7 +67,7 @@ class Runtime:
         inbox_cap: int = 64,
         max_concurrent_turns: int | None = None,
         shutdown_ms: int = 5000,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
     ) -> None:
