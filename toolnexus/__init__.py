@@ -31,7 +31,7 @@ from .errors import (
 from .handle import Handle
 from .hooks import HookFunctions, HooksLike
 from .runtime import Runtime
-from .store import ConversationStore, InMemoryStore
+from .store import ConversationStore, InMemoryStore, LockingStore
 from .toolkit import Toolkit
 from .tools import Tool, ToolContext, failure, success, suspend, tool
 
@@ -56,6 +56,7 @@ __all__ = [
     "HookFunctions",
     "HooksLike",
     "InMemoryStore",
+    "LockingStore",
     "InboxFull",
     "LLMError",
     "Request",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import attrs
@@ -23,6 +24,21 @@ def _members(team: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(team)
 
 
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_name(name: object) -> str:
+    """An agent name is letters, digits, ``_`` and ``-``: it becomes a segment of handle
+    ids (``root/boss.1/worker.2``), so a ``/`` or ``.`` would let it forge another's id."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"agent name {name!r} must be letters, digits, '_' or '-' (no '/', '.' or spaces)")
+    return name
+
+
+def _valid_name(instance: AgentDef, field: attrs.Attribute[str], value: str) -> None:
+    check_name(value)
+
+
 @attrs.frozen
 class AgentDef:
     """What an agent is: its job, its soul (system prompt), its tools and its team.
@@ -31,7 +47,7 @@ class AgentDef:
     ``task`` tool that can delegate to exactly those agents.
     """
 
-    name: str
+    name: str = attrs.field(validator=_valid_name)
     does: str
     model: str = attrs.field(default="inherit", kw_only=True)
     soul: str = attrs.field(default="", kw_only=True)
@@ -43,6 +59,10 @@ class AgentDef:
     on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
     hooks: HooksLike = attrs.field(default=None, kw_only=True)
     on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):
+            raise ConfigError(f"agent {self.name!r} has a team, so its tool name 'task' is taken by delegation: rename its own 'task' tool")
 
     @property
     def team_names(self) -> tuple[str, ...]:
@@ -67,6 +87,9 @@ def as_def(name: str, value: Any) -> AgentDef:
         fields.setdefault("does", "")
         budget = fields.get("budget")
         if isinstance(budget, Mapping):
+            unknown = set(budget) - {f.name for f in attrs.fields(Budget)}
+            if unknown:
+                raise ConfigError(f"agent {name!r}: unknown budget key(s) {', '.join(sorted(unknown))}")
             fields["budget"] = Budget(**budget)
         return AgentDef(**fields)
     raise ConfigError(f"agent {name!r}: expected an AgentDef, Agent or dict, got {type(value).__name__}")
@@ -76,6 +99,7 @@ def normalize_registry(registry: Mapping[str, Any]) -> dict[str, AgentDef]:
     """Every value as an ``AgentDef``; ``Agent`` team members bring their own registries."""
     out: dict[str, AgentDef] = {}
     for name, value in registry.items():
+        check_name(name)
         if isinstance(value, Agent):
             for inner_name, inner in value.registry.items():
                 out.setdefault(inner_name, inner)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
+import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -19,7 +21,7 @@ from .data import Answer, Request, RunResult
 from .errors import ConfigError, ToolnexusError, WireError
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
-from .store import ConversationStore, InMemoryStore
+from .store import ConversationStore, InMemoryStore, guard_for
 from .styles import get_style
 from .toolkit import Toolkit
 from .wire import check_json
@@ -122,9 +124,7 @@ class Client:
         self.model = model
         self.style = style
         self.base_url = base_url
-        self._executor_lock = threading.Lock()  # guards: _executor, _closed
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
+        self._tool_threads = _ToolThreads()
         self._engine = build_engine(
             base_url=base_url,
             style=style,
@@ -137,7 +137,7 @@ class Client:
             timeout_ms=timeout_ms,
             on_error=on_error,
             request_params=request_params,
-            executor=self._tool_executor,
+            executor=self._tool_threads,
             pool_size=_POOL_SIZE,
         )
         self._metrics = Metrics()
@@ -150,6 +150,10 @@ class Client:
             emit=emitter(self._metrics, on_metric),
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
+        self._guard = guard_for(self._store)
+        # No reference back to the client, so dropping the last one frees it at once.
+        self._finalizer = weakref.finalize(self, _release_unclosed, repr(self), self._tool_threads, self._engine.transport)
+        self._finalizer.atexit = False
 
     def __repr__(self) -> str:
         where = "generate=<in-process>" if self._engine.generate is not None else f"base_url={self.base_url!r}"
@@ -179,11 +183,17 @@ class Client:
         return self._measured(lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
 
     def ask(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None) -> RunResult:
-        """``run`` with the conversation ``id`` loaded from and saved to the store."""
+        """``run`` with the conversation ``id`` loaded from and saved to the store.
+
+        Calls on one conversation run one after the other (each sees the last one's
+        exchange); calls on different conversations run in parallel.
+        """
         if id is None:
             return self.run(prompt, toolkit)
-        result = self.run(prompt, toolkit, history=self._store.get(id) or [])
-        self._store.save(id, result.messages)
+        with self._guard.exclusive(self._store, id):
+            result = self.run(prompt, toolkit, history=self._store.get(id) or [])
+            self._store.save(id, result.messages)
+            self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
     def resume(
@@ -197,34 +207,43 @@ class Client:
     ) -> RunResult:
         """Continue a run that returned ``status="pending"``, from ``messages`` or the store.
 
+        With ``id`` the answer is claimed under the conversation: of two resumes with one
+        answer, one runs and the other raises ``UnknownRequest``, so the approved tool runs
+        once.
+
         Raises:
-            UnknownRequest: ``answer.id`` is not ``pending.id``, or the transcript has no
-                call waiting on it. Nothing changes.
+            UnknownRequest: ``answer.id`` is not ``pending.id``, the conversation is not
+                waiting on it (another resume took it), or the transcript has no call
+                waiting on it. Nothing changes.
         """
-        if messages is None:
-            if id is None:
+        if id is None:
+            if messages is None:
                 raise ToolnexusError("resume needs the pending run's messages or its conversation id")
-            messages = self._store.get(id) or []
-        transcript = list(messages)
-        result = self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
-        if id is not None:
-            self._store.save(id, result.messages)
+            return self._resumed(list(messages), pending, answer, toolkit)
+        with self._guard.exclusive(self._store, id):
+            claimed = self._guard.claim(id, answer.id)
+            try:
+                transcript = list(messages) if messages is not None else self._store.get(id) or []
+                result = self._resumed(transcript, pending, answer, toolkit)
+                self._store.save(id, result.messages)
+            except BaseException:
+                if claimed is not None:
+                    self._guard.left_waiting(id, claimed)  # nothing was saved: still waiting
+                raise
+            self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
-    def close(self) -> None:
-        """Close the owned HTTP session and end the tool threads; idempotent."""
-        with self._executor_lock:
-            executor, self._executor, self._closed = self._executor, None, True
-        if executor is not None:
-            executor.shutdown(wait=True)
-        if self._engine.transport is not None:
-            self._engine.transport.close()
+    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: Toolkit | None) -> RunResult:
+        return self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
 
-    def _tool_executor(self) -> Executor | None:
-        with self._executor_lock:
-            if self._executor is None and not self._closed:
-                self._executor = ThreadPoolExecutor(max_workers=_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")
-            return self._executor
+    def close(self) -> None:
+        """Close the owned HTTP session and end the tool threads; idempotent.
+
+        A client that is dropped without ``close`` releases both when it is freed, with a
+        ``ResourceWarning`` (as an unclosed file does).
+        """
+        self._finalizer.detach()
+        _release(self._tool_threads, self._engine.transport)
 
     def _measured(self, body: Callable[[], RunResult]) -> RunResult:
         started = time.perf_counter()
@@ -240,3 +259,42 @@ class Client:
         finally:
             event["ms"] = round((time.perf_counter() - started) * 1000, 3)
             self._spec.emit(event)
+
+
+class _ToolThreads:
+    """The client's pool for the concurrent tool calls of a turn, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards: _executor, _closed
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def __call__(self) -> Executor | None:
+        with self._lock:
+            if self._executor is None and not self._closed:
+                self._executor = ThreadPoolExecutor(max_workers=_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")
+            return self._executor
+
+    @property
+    def started(self) -> bool:
+        with self._lock:
+            return self._executor is not None
+
+    def close(self, *, wait: bool = True) -> None:
+        with self._lock:
+            executor, self._executor, self._closed = self._executor, None, True
+        if executor is not None:
+            executor.shutdown(wait=wait)
+
+
+def _release(tool_threads: _ToolThreads, transport: Any, *, wait: bool = True) -> None:
+    tool_threads.close(wait=wait)
+    if transport is not None:
+        transport.close()
+
+
+def _release_unclosed(described: str, tool_threads: _ToolThreads, transport: Any) -> None:
+    """The finaliser of a client dropped without ``close``: warn if it held anything."""
+    if transport is not None or tool_threads.started:
+        warnings.warn(f"unclosed {described}: call close() or use it in a with block", ResourceWarning, stacklevel=2)
+    _release(tool_threads, transport, wait=False)  # the last reference may go on a tool thread

@@ -37,6 +37,7 @@ log = logging.getLogger("toolnexus")
 
 ROOT = "root"
 _DEFAULT_WORKERS = 32
+_THREAD_GRACE_S = 1.0  # after shutdown_ms, how long close(root) waits for interrupted threads to end
 
 
 class Runtime:
@@ -552,12 +553,14 @@ class Runtime:
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
         ``shutdown_ms`` to finish (none with ``force``), then is interrupted. Closing the
-        root also ends every thread of the runtime."""
+        root also ends every thread of the runtime: it returns once they have ended, or
+        after ``shutdown_ms`` plus one second with a warning naming those left."""
         handle = self._tree.get(h)
+        threads_by = time.monotonic() + self._shutdown_s + _THREAD_GRACE_S  # real time, whatever the clock
         deadline = self._clock() + self._shutdown_s
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
-            self._stop_workers(deadline)
+            self._stop_workers(threads_by)
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock:
@@ -589,12 +592,16 @@ class Runtime:
             self._call_user(handle.definition.on_close, handle, reason)
 
     def _stop_workers(self, deadline: float) -> None:
+        """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
+        on the monotonic clock."""
         executor = self._executor
         executor.shutdown(wait=False, cancel_futures=True)
-        for thread in list(getattr(executor, "_threads", ())):
-            thread.join(timeout=max(0.0, deadline - self._clock()))
-            if thread.is_alive():
-                log.warning("toolnexus worker %s is still busy after close (a tool that ignores ctx.cancelled?)", thread.name)
+        threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        left = [thread.name for thread in threads if thread.is_alive()]
+        if left:
+            log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
         if self._turns.engine.transport is not None:
             self._turns.engine.transport.close()
 
