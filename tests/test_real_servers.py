@@ -450,3 +450,26 @@ def test_hooks_accept_a_typed_dict_of_the_four_hooks():
     with Client(model="m", generate=lambda request: {"content": "ok"}, hooks=hooks) as client:
         client.run("x")
     assert seen == [1]
+
+
+def test_agent_result_turns_on_a_wait_timeout_counts_the_running_turns_model_calls(cleanup):
+    entered, release = threading.Event(), cleanup.event()
+
+    def slow(args, ctx):
+        entered.set()
+        release.wait(10)
+        return "late"
+
+    replies = [{"tool_calls": [{"id": "s1", "name": "slow", "arguments": {}}]}, {"content": "second turn"}, {"tool_calls": [{"id": "s2", "name": "slow", "arguments": {}}]}]
+    rt = cleanup.runtime({"w": AgentDef("w", "works", tools=[Tool("slow", "Slow.", None, slow)])}, generate=lambda request: replies.pop(0))
+    handle = rt.spawn(rt.root, "w")
+    release.set()
+    rt.wake(handle, "first")
+    assert run_in_thread(lambda: rt.wait(handle)).turns == 2
+    release.clear()
+    entered.clear()
+    rt.wake(handle, "again")
+    assert entered.wait(10)
+    result = rt.wait(handle, timeout=0.01)
+    assert (result.status, result.turns) == ("timeout", 1)
+    assert rt.inspect(handle).turns == 3

@@ -376,7 +376,8 @@ class Runtime:
                 if job is None:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+                        turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
+                        return AgentResult(text="", status="timeout", turns=turns, total_tokens=record.tokens, handle_id=record.id)
                     handle.changed.wait(remaining)
                     continue
             job.run()
