@@ -321,15 +321,20 @@ def test_agent_result_turns_counts_the_model_calls_of_a_failed_turn():
     assert result.turns == view.turns == 1
 
 
-def test_agent_result_turns_counts_the_model_calls_of_an_interrupted_turn(cleanup):
-    entered, release = threading.Event(), cleanup.event()
+def slow_tool(entered: threading.Event, release: threading.Event) -> Tool:
+    """A tool that says it started, then blocks until ``release``."""
 
     def slow(args, ctx):
         entered.set()
         release.wait(10)
         return "late"
 
-    rt = cleanup.runtime({"w": AgentDef("w", "works", tools=[Tool("slow", "Slow.", None, slow)])}, generate=lambda request: {"tool_calls": [{"id": "s1", "name": "slow", "arguments": {}}]})
+    return Tool("slow", "Slow.", None, slow)
+
+
+def test_agent_result_turns_counts_the_model_calls_of_an_interrupted_turn(cleanup):
+    entered, release = threading.Event(), cleanup.event()
+    rt = cleanup.runtime({"w": AgentDef("w", "works", tools=[slow_tool(entered, release)])}, generate=lambda request: {"tool_calls": [{"id": "s1", "name": "slow", "arguments": {}}]})
     handle = rt.spawn(rt.root, "w")
     rt.wake(handle, "go")
     assert entered.wait(10)
@@ -454,14 +459,8 @@ def test_hooks_accept_a_typed_dict_of_the_four_hooks():
 
 def test_agent_result_turns_on_a_wait_timeout_counts_the_running_turns_model_calls(cleanup):
     entered, release = threading.Event(), cleanup.event()
-
-    def slow(args, ctx):
-        entered.set()
-        release.wait(10)
-        return "late"
-
     replies = [{"tool_calls": [{"id": "s1", "name": "slow", "arguments": {}}]}, {"content": "second turn"}, {"tool_calls": [{"id": "s2", "name": "slow", "arguments": {}}]}]
-    rt = cleanup.runtime({"w": AgentDef("w", "works", tools=[Tool("slow", "Slow.", None, slow)])}, generate=lambda request: replies.pop(0))
+    rt = cleanup.runtime({"w": AgentDef("w", "works", tools=[slow_tool(entered, release)])}, generate=lambda request: replies.pop(0))
     handle = rt.spawn(rt.root, "w")
     release.set()
     rt.wake(handle, "first")

@@ -94,8 +94,8 @@ class ReplayServer:
                 status, payload = owner.answer(self.path, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
+                for name, value in (("Content-Type", "application/json"), ("Content-Length", str(len(data)))):
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 log = logging.getLogger("toolnexus")
 
@@ -86,3 +86,26 @@ def encode_arguments(raw: Any) -> str:
 def output_text(output: Any) -> str:
     """A tool's output as the text sent to the model: a non-str value is sent as its ``str()``."""
     return output if isinstance(output, str) else str(output)
+
+
+Message = dict[str, Any]
+
+
+def answer_every_turn(
+    messages: list[Message],
+    has_calls: Callable[[Message], bool],
+    answer_turn: Callable[[Message, Sequence[Message]], tuple[list[Message], int]],
+) -> list[Message]:
+    """Walk a transcript; after each message with tool calls, ``answer_turn(message, rest)``
+    gives the messages that answer it (every call once) and how many of ``rest`` it used."""
+    out: list[Message] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        out.append(message)
+        index += 1
+        if has_calls(message):
+            answers, used = answer_turn(message, messages[index:])
+            out.extend(answers)
+            index += used
+    return out

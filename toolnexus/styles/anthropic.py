@@ -8,12 +8,12 @@ message (made up from the reply when the model sent none) and an object ``input`
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
-from ._usage import count, fingerprint, output_text, unique_ids
+from ._usage import answer_every_turn, count, fingerprint, output_text, unique_ids
 
 path = "/messages"
 API_VERSION = "2023-06-01"
@@ -168,26 +168,15 @@ def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResul
 def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]:
     """``messages`` with a ``filler`` result block for every ``tool_use`` that has none, in
     the user message that answers that turn, so the transcript is valid to send."""
-    out: list[dict[str, Any]] = []
-    index = 0
-    while index < len(messages):
-        message = messages[index]
-        out.append(message)
-        index += 1
-        calls = tool_calls_of(message)
-        if not calls:
-            continue
-        following = messages[index] if index < len(messages) else None
-        answering = following is not None and following.get("role") == "user" and isinstance(following.get("content"), list)
-        answered = {cid for cid, _ in tool_results_in([following])} if answering and following is not None else set()
-        missing = [_result_block(call.id, filler) for call in calls if call.id not in answered]
-        if not missing:
-            continue
-        if answering and following is not None and answered:
-            blocks = following["content"]
-            last = max(i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("type") == "tool_result")
-            out.append({**following, "content": [*blocks[: last + 1], *missing, *blocks[last + 1 :]]})
-            index += 1
-        else:
-            out.append({"role": "user", "content": missing})
-    return out
+
+    def answer_turn(message: dict[str, Any], rest: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        following = rest[0] if rest and rest[0].get("role") == "user" and isinstance(rest[0].get("content"), list) else None
+        answered = {cid for cid, _ in tool_results_in([following])} if following is not None else set()
+        missing = [_result_block(call.id, filler) for call in tool_calls_of(message) if call.id not in answered]
+        if following is None or not answered:
+            return ([{"role": "user", "content": missing}] if missing else []), 0
+        blocks = following["content"]
+        last = max(i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("type") == "tool_result")
+        return [{**following, "content": [*blocks[: last + 1], *missing, *blocks[last + 1 :]]}], 1
+
+    return answer_every_turn(messages, lambda m: bool(tool_calls_of(m)), answer_turn)

@@ -9,12 +9,13 @@ the reply when the model sent none); an assistant message is sent back with a st
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import itertools
+from typing import Any, Iterable, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
-from ._usage import count, encode_arguments, fingerprint, output_text, unique_ids
+from ._usage import answer_every_turn, count, encode_arguments, fingerprint, output_text, unique_ids
 
 path = "/chat/completions"
 TRUNCATED = "length"
@@ -165,22 +166,14 @@ def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResul
 def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]:
     """``messages`` with a ``filler`` result for every tool call that has none, placed after
     that turn's other results, so the transcript is valid to send."""
-    out: list[dict[str, Any]] = []
-    index = 0
-    while index < len(messages):
-        message = messages[index]
-        out.append(message)
-        index += 1
-        calls = tool_calls_of(message)
-        if not calls:
-            continue
-        answered: set[str] = set()
-        while index < len(messages) and messages[index].get("role") == "tool":
-            answered.add(str(messages[index].get("tool_call_id")))
-            out.append(messages[index])
-            index += 1
-        out.extend(tool_result_messages((call.id, filler) for call in calls if call.id not in answered))
-    return out
+
+    def answer_turn(message: dict[str, Any], rest: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        results = list(itertools.takewhile(lambda m: m.get("role") == "tool", rest))
+        answered = {str(m.get("tool_call_id")) for m in results}
+        missing = tool_result_messages((call.id, filler) for call in tool_calls_of(message) if call.id not in answered)
+        return results + missing, len(results)
+
+    return answer_every_turn(messages, lambda m: bool(tool_calls_of(m)), answer_turn)
 
 
 # --- the in-process model: OpenAI-shaped requests, a small reply dict -------------------
