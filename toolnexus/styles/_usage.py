@@ -54,15 +54,18 @@ def fingerprint(data: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def unique_ids(raw_ids: Iterable[Any], seed: str, prefix: str) -> list[str]:
+def unique_ids(raw_ids: Iterable[Any], reply: Any, prefix: str) -> list[str]:
     """One id per call: the model's own when it is a non-empty string not used earlier in
-    the reply, else one derived from the reply (``seed``) and the call's position."""
+    the reply, else one derived from the whole ``reply`` and the call's position (the
+    digest is taken only when an id is missing)."""
     out: list[str] = []
     seen: set[str] = set()
+    seed: str | None = None
     for index, raw in enumerate(raw_ids):
         if isinstance(raw, str) and raw:
             candidate = raw if raw not in seen else f"{raw}_{index}"
         else:
+            seed = seed or fingerprint(reply)
             candidate = f"{prefix}{seed[:20]}_{index}"
         while candidate in seen:
             candidate += "_"

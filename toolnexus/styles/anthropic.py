@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
-from ._usage import answer_every_turn, count, fingerprint, output_text, unique_ids
+from ._usage import answer_every_turn, count, output_text, unique_ids
 
 path = "/messages"
 API_VERSION = "2023-06-01"
@@ -82,7 +82,7 @@ def parse_reply(data: Any) -> ModelReply:
     blocks = data.get("content")
     if not isinstance(blocks, list):
         raise WireError("reply has no content blocks")
-    kept, calls = _normalised(blocks, fingerprint(data))
+    kept, calls = _normalised(blocks, data)
     text = "".join(b["text"] for b in kept if b.get("type") == "text")
     stop = data.get("stop_reason")
     stop = stop if isinstance(stop, str) else None
@@ -98,7 +98,7 @@ def parse_reply(data: Any) -> ModelReply:
     )
 
 
-def _normalised(blocks: list[Any], seed: str) -> tuple[list[dict[str, Any]], list[ToolCall]]:
+def _normalised(blocks: list[Any], reply: Any) -> tuple[list[dict[str, Any]], list[ToolCall]]:
     """The blocks worth sending back, and the calls among them. A ``tool_use`` echoes an
     object ``input`` (``{}`` when the model sent something else, which its call keeps so
     the loop reports it as invalid arguments)."""
@@ -111,7 +111,7 @@ def _normalised(blocks: list[Any], seed: str) -> tuple[list[dict[str, Any]], lis
         if block.get("type") == "tool_use" and not isinstance(block.get("name"), str):
             raise WireError("tool_use block without a name")
         kept.append(block)  # thinking and other blocks travel back as they came
-    ids = iter(unique_ids((b.get("id") for b in kept if b.get("type") == "tool_use"), seed, "toolu_"))
+    ids = iter(unique_ids((b.get("id") for b in kept if b.get("type") == "tool_use"), reply, "toolu_"))
     out: list[dict[str, Any]] = []
     calls: list[ToolCall] = []
     for block in kept:
@@ -138,7 +138,7 @@ def _arguments(raw: Any) -> Any:
 def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
     if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
         return []
-    return _normalised(message["content"], fingerprint(message))[1]
+    return _normalised(message["content"], message)[1]
 
 
 def tool_result_messages(results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]:

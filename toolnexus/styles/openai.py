@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
-from ._usage import answer_every_turn, count, encode_arguments, fingerprint, output_text, unique_ids
+from ._usage import answer_every_turn, count, encode_arguments, output_text, unique_ids
 
 path = "/chat/completions"
 TRUNCATED = "length"
@@ -87,7 +87,7 @@ def parse_reply(data: Any) -> ModelReply:
     if not isinstance(raw_calls, list):
         raise WireError("reply's tool_calls is not a list")
     text = _text_of(message)
-    wire_calls = _normalised_calls(raw_calls, fingerprint(data))
+    wire_calls = _normalised_calls(raw_calls, data)
     finish = choice.get("finish_reason")
     finish = finish if isinstance(finish, str) else None
     raw_usage = data.get("usage")
@@ -120,7 +120,7 @@ def _assistant(text: str, wire_calls: list[dict[str, Any]]) -> dict[str, Any]:
     return message
 
 
-def _normalised_calls(raw_calls: list[Any], seed: str) -> list[dict[str, Any]]:
+def _normalised_calls(raw_calls: list[Any], reply: Any) -> list[dict[str, Any]]:
     """The spec's shape for each call: ``{"id", "type": "function", "function": {"name",
     "arguments": str}}``, ids unique within the message."""
     functions = []
@@ -128,7 +128,7 @@ def _normalised_calls(raw_calls: list[Any], seed: str) -> list[dict[str, Any]]:
         if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
             raise WireError("tool call without a function")
         functions.append(raw["function"])
-    ids = unique_ids((raw.get("id") for raw in raw_calls), seed, "call_")
+    ids = unique_ids((raw.get("id") for raw in raw_calls), reply, "call_")
     return [
         {"id": call_id, "type": "function", "function": {"name": str(function.get("name") or ""), "arguments": encode_arguments(function.get("arguments"))}}
         for call_id, function in zip(ids, functions)
@@ -147,7 +147,7 @@ def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         return []
-    return [_call_of(wire) for wire in _normalised_calls(raw_calls, fingerprint(message))]
+    return [_call_of(wire) for wire in _normalised_calls(raw_calls, message)]
 
 
 def tool_result_messages(results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]:
@@ -194,7 +194,7 @@ def parse_generated(reply: Any) -> ModelReply:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise WireError("each generated tool call needs a name")
     wrapped = [{"id": raw.get("id"), "function": {"name": raw["name"], "arguments": raw.get("arguments")}} for raw in raw_calls]
-    wire_calls = _normalised_calls(wrapped, fingerprint(reply))
+    wire_calls = _normalised_calls(wrapped, reply)
     content = reply.get("content")
     text = content if isinstance(content, str) else ""
     finish = reply.get("finish_reason")
