@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import attrs
 
-from .hooks import HooksLike
 from .data import AgentResult, Answer, Budget, Request
 from .errors import ConfigError
+from .hooks import HooksLike
 from .tools import Tool
 
 if TYPE_CHECKING:

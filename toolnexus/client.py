@@ -15,10 +15,10 @@ import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
-from .hooks import HooksLike
 from . import loop
 from .data import Answer, Request, RunResult
 from .errors import ConfigError, ToolnexusError, WireError
+from .hooks import HooksLike
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore, guard_for

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
 
-from .hooks import HooksLike
 from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from .hooks import HooksLike
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -461,7 +461,7 @@ class Runtime:
                 turn, handle.turn = handle.turn, None
                 record.inbox, record.taken = record.taken + record.inbox, []
                 handle.move(IDLE)
-                handle.publish(_interrupted(record, self._turns.turn_calls(turn)))  # type: ignore[arg-type]
+                handle.publish(_interrupted(record, self._turns.turn_calls(turn) if turn is not None else 0))
             elif record.queued and parent is not None:
                 record.queued = False
                 parent.record.wake_queue.remove(record.id)
