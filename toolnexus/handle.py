@@ -166,11 +166,18 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
     """The turn's input: the prompt, then the inbox as numbered provenance lines.
 
     Consecutive timer ticks collapse into one ``tick ×N`` item; items from outside the
-    handle's ancestry are listed last, under a heading marking them untrusted. An item's
-    text cannot forge that structure: every line after its first is indented and marked
-    ``|``, so no line of an item starts like a heading or a numbered item.
+    handle's ancestry are listed last, under a heading marking them untrusted. An item
+    cannot forge that structure: every line of its text after the first is indented and
+    marked ``|``, and its sender and channel stay on one line, so no line of an item
+    starts like a heading or another numbered item.
     """
-    merged = _collapse_ticks(items)
+
+    def fenced(item: InboxItem) -> InboxItem:
+        first, *rest = item.text.splitlines() or [""]
+        text = first + "".join(f"\n   | {line}" for line in rest)
+        return InboxItem(sender=" ".join(item.sender.splitlines()), channel=" ".join(item.channel.splitlines()), text=text)
+
+    merged = [(fenced(item), count) for item, count in _collapse_ticks(items)]
     inside = [(item, count) for item, count in merged if item.sender in trusted]
     outside = [(item, count) for item, count in merged if item.sender not in trusted]
     lines: list[str] = []
@@ -193,14 +200,7 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
 
 def _line(number: int, item: InboxItem, count: int) -> str:
     text = f"{item.text} \u00d7{count}" if count > 1 else item.text
-    sender, channel = _one_line(item.sender), _one_line(item.channel)
-    first, *rest = text.splitlines() or [""]
-    continued = "".join(f"\n   | {line}" for line in rest)
-    return f"{number}. [from: {sender}, channel: {channel}] {first}{continued}"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.splitlines())
+    return f"{number}. [from: {item.sender}, channel: {item.channel}] {text}"
 
 
 def _collapse_ticks(items: list[InboxItem]) -> list[tuple[InboxItem, int]]:
