@@ -8,7 +8,8 @@ hosted API) or an anthropic-style one. Three scenarios, one line each with pass/
 model calls (turns), tokens and wall time:
 
 - ``tool-loop``: a client with one tool and ``tool_choice`` forcing it; passes when the
-  tool ran and the server accepted the transcript sent back after it (a second turn);
+  model called the tool and the server accepted the transcript sent back after it (a
+  second turn), whether or not a small model got the arguments right;
 - ``team``: a lead with two teammates and the ``task`` tool; passes when the lead
   delegated to a real teammate and the run ended without an error;
 - ``suspend-resume``: a tool that needs an approval; passes when the run stops
@@ -53,8 +54,9 @@ def tool_loop(options: dict[str, Any], style: str, params: dict[str, Any]) -> Ou
     with Client(**options, max_turns=3, request_params={**params, "tool_choice": forced(style, "word_count")}) as client:
         result = client.run("How many words are in 'to be or not to be'? Use the word_count tool.", Toolkit([word_count]))
     ran = [r for r in result.tool_calls if r.name == "word_count"]
+    good = [r.output for r in ran if not r.is_error]
     passed = bool(ran) and result.turns >= 2
-    detail = f"status={result.status} calls={len(ran)} first={ran[0].output if ran else '-'}"
+    detail = f"status={result.status} calls={len(ran)} valid={len(good)} first_count={good[0] if good else '-'}"
     return Outcome(passed, result.turns, result.usage.total_tokens, detail)
 
 
