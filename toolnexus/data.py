@@ -189,6 +189,7 @@ class ModelReply:
     text: str
     tool_calls: list[ToolCall]
     usage: Usage
+    #: Why the model stopped, as the wire says it ("stop", "tool_calls", "end_turn"...).
     finish_reason: str | None = None
     truncated: bool = False
     usage_missing: bool = False

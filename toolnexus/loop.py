@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 import attrs
 
-from . import _jobs
+from . import _jobs, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .errors import Cancelled, LLMError, UnknownRequest, WireError
 from .styles import openai as openai_style
@@ -92,6 +92,7 @@ class RunSpec:
     handle_id: str | None = None
     on_usage: Callable[[Usage], None] | None = None
     on_tool_calls: Callable[[int], None] | None = None
+    trace: tracing.Tracer = tracing.OFF
 
 
 @attrs.define
@@ -242,7 +243,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
             tools = change.get("tools", tools)
     started = time.perf_counter()
     try:
-        reply = _fetch(engine, spec, state.messages, tools)
+        with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
+            reply = _fetch(engine, spec, state.messages, tools)
+            traced.reply(reply)
     except (LLMError, Cancelled):
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
@@ -376,12 +379,13 @@ class _Started:
     args: Any
     ctx: ToolContext
     started: float
+    span: Any
     result: ToolResult | None = None
 
 
 def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Started:
     ctx = _context(spec, call, answer)
-    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter())
+    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter(), span=spec.trace.tool(call))
     args, problem = decode_arguments(call.arguments)
     if problem is not None:
         begun.result = ToolResult(output=f"{problem} for tool {call.name}", is_error=True)
@@ -395,23 +399,28 @@ def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answ
             if isinstance(change.get("args"), dict):
                 args = change["args"]
     begun.args = args
-    toolkit.prepare(call.name, args, ctx)
+    with begun.span.current():  # a child the prepare step starts nests in this call's span
+        toolkit.prepare(call.name, args, ctx)
     return begun
 
 
 def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
     call, args = begun.call, begun.args
-    result = begun.result
-    if result is None:
-        result = toolkit.execute(call.name, args, begun.ctx)
-        if result.pending is not None and spec.wait_for is not None:
-            result = _interpret(spec, toolkit, call, args, result.pending)
-    if spec.hooks.after_tool is not None:
-        change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
-        if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
-            result = change["result"]
-    if not isinstance(result.output, str):
-        result = attrs.evolve(result, output=str(result.output))
+    with begun.span.running(args) as traced:
+        result = begun.result
+        if result is None:
+            result = toolkit.execute(call.name, args, begun.ctx)
+            if result.pending is not None:
+                traced.suspended(result.pending)
+                if spec.wait_for is not None:
+                    result = _interpret(spec, toolkit, call, args, result.pending)
+        if spec.hooks.after_tool is not None:
+            change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
+            if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
+                result = change["result"]
+        if not isinstance(result.output, str):
+            result = attrs.evolve(result, output=str(result.output))
+        traced.result(result)
     _emit_tool(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import attrs
 
-from . import _jobs, budget as budgets
+from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
@@ -46,6 +46,7 @@ class Runtime:
     Connection options are the ``Client``'s; ``registry`` maps agent names to
     ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
     call ``close(rt.root)``: every thread it started has ended when that returns.
+    ``trace_content=True`` records prompt and completion text on the trace spans.
     """
 
     def __init__(
@@ -71,6 +72,7 @@ class Runtime:
         hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
+        trace_content: bool = False,
     ) -> None:
         self._registry = normalize_registry(registry)
         self.root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
@@ -106,6 +108,7 @@ class Runtime:
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
 
     def __repr__(self) -> str:
@@ -229,12 +232,13 @@ class Runtime:
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
+        trace = tracing.capture()  # the turn nests here, whichever thread runs it
         with parent.lock, handle.lock:
-            job = self._admit(parent, handle, prompt)
+            job = self._admit(parent, handle, prompt, trace)
         if job is not None:
             _jobs.submit(self._executor, job)
 
-    def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+    def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
         record = handle.record
         if record.closing or record.state == CLOSED:
@@ -243,20 +247,20 @@ class Runtime:
             return None
         cap = budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
         if cap is not None and parent.record.running_children >= cap:
-            record.queued, record.queued_prompt = True, prompt
+            record.queued, record.queued_prompt, record.queued_trace = True, prompt, trace
             parent.record.wake_queue.append(record.id)
             handle.changed.notify_all()
             self._tree.event("wake_queued", record.id, parent=parent.id)
             return None
         parent.record.running_children += 1
-        return self._start_turn(handle, prompt)
+        return self._start_turn(handle, prompt, trace)
 
-    def _start_turn(self, handle: Handle, prompt: str | None) -> _jobs.Job:
+    def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
         record = handle.record
         record.taken, record.inbox = record.inbox, []
         record.turn_serial += 1
         text = render_input(prompt, record.taken, _ancestry(record.id))
-        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens))
+        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens, trace=trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         turn.started = self._clock()
@@ -300,6 +304,7 @@ class Runtime:
                 result = attrs.evolve(result, pending=request, text=request.prompt)
                 record.pending, record.pending_input = request, turn.input
                 record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
+                record.pending_trace = turn.suspended_trace
                 record.checkpoint = run.messages if run is not None else None
                 self._tree.park(request.id, record.id)
                 handle.move(SUSPENDED)
@@ -336,7 +341,8 @@ class Runtime:
                         continue
                     sibling.record.queued = False
                     record.running_children += 1
-                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt))
+                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt, sibling.record.queued_trace))
+                    sibling.record.queued_trace = None
                 self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
@@ -514,6 +520,7 @@ class Runtime:
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
+        trace = tracing.capture()  # the resumed turns nest where the answer came in
         jobs = []
         for position, handle in enumerate(chain):
             parent = self._tree.parent(handle)
@@ -527,6 +534,8 @@ class Runtime:
                     input=record.pending_input or "",
                     tokens_before=record.pending_tokens_before,
                     prior_turns=record.pending_turns,
+                    trace=trace,
+                    suspended_trace=record.pending_trace,
                 )
                 if position == 0:
                     turn.resume = (record.checkpoint or [], record.pending, answer)

@@ -198,7 +198,8 @@ def parse_generated(reply: Any) -> ModelReply:
     content = reply.get("content")
     text = content if isinstance(content, str) else ""
     finish = reply.get("finish_reason")
-    finish = finish if isinstance(finish, str) else None
+    if not isinstance(finish, str):
+        finish = "tool_calls" if wire_calls else "stop"
     return ModelReply(
         message=_assistant(text, wire_calls),
         text=text,
