@@ -43,6 +43,7 @@ class TurnRunner:
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
@@ -56,6 +57,7 @@ class TurnRunner:
         self._clock = clock
         self._lineage = lineage
         self._task_tool = task_tool
+        self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
         self._calls_lock = threading.Lock()  # guards: _calls
@@ -145,6 +147,7 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+            around_tool=self._around_tool,
             trace=self.trace,
         )
 
