@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
@@ -75,6 +76,8 @@ class TurnRunner:
         self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
+        self._calls_lock = threading.Lock()  # guards: _calls
+        self._calls: weakref.WeakKeyDictionary[Turn, int] = weakref.WeakKeyDictionary()  # model calls per turn
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
@@ -114,13 +117,19 @@ class TurnRunner:
             total_tokens=self._spent(handle, turn),
             limit=run.limit,
             handle_id=handle.id,
+            finish_reason=run.finish_reason,
         )
         return result, run
 
     def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
-        return AgentResult(text=text, status="error", is_error=True, total_tokens=self._spent(handle, turn), handle_id=handle.id)
+        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), total_tokens=self._spent(handle, turn), handle_id=handle.id)
+
+    def turn_calls(self, turn: Turn) -> int:
+        """The model calls ``turn`` made so far (with those before its suspension)."""
+        with self._calls_lock:
+            return turn.prior_turns + self._calls.get(turn, 0)
 
     def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
         event: dict[str, Any] = {
@@ -152,9 +161,11 @@ class TurnRunner:
             scope=turn.scope,
             gate=self._gate,
             handle_id=handle.id,
-            on_usage=lambda usage: self._charge_tokens(handle, usage),
+            on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
-            journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner) if self._durable is not None and self._owner else None,
+            journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner, lambda: self._count_call(turn))
+            if self._durable is not None and self._owner
+            else None,
             call_key=call_key(self._nonce, handle.id, turn.serial),
             around_tool=self._around_tool,
             trace=self.trace,
@@ -175,7 +186,12 @@ class TurnRunner:
         with handle.lock:
             return handle.record.tokens - turn.tokens_before
 
-    def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
+    def _count_call(self, turn: Turn) -> None:
+        with self._calls_lock:
+            self._calls[turn] = self._calls.get(turn, 0) + 1
+
+    def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
+        self._count_call(turn)
         with handle.lock:
             handle.charge_model_call()
         for each in self._lineage(handle):
@@ -219,8 +235,17 @@ class DurableJournal:
     together with its ledger charge, fenced by the turn's owner (a process whose turn was
     taken over cannot record anything more)."""
 
-    def __init__(self, handle: Handle, turn: Turn, durable: DurableTree, lineage: Callable[[Handle], Iterator[Handle]], owner: str) -> None:
+    def __init__(
+        self,
+        handle: Handle,
+        turn: Turn,
+        durable: DurableTree,
+        lineage: Callable[[Handle], Iterator[Handle]],
+        owner: str,
+        counted: Callable[[], None],
+    ) -> None:
         self._handle = handle
+        self._counted = counted  # one model call of the turn (asked now, or served again)
         self._serial = turn.serial
         self._segment = turn.segment
         self._durable = durable
@@ -231,6 +256,7 @@ class DurableJournal:
         found = self._durable.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
         if found is None or found[0] != "done":
             return None
+        self._counted()
         data = found[1]
         calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
         return ModelReply(message=data["message"], text=data["text"], tool_calls=calls, usage=Usage(**data["usage"]))
@@ -242,6 +268,7 @@ class DurableJournal:
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
             "usage": attrs.asdict(reply.usage),
         }
+        self._counted()
         with self._ledger() as chain:
             self._durable.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
             self._handle.charge_model_call()
