@@ -108,19 +108,7 @@ class Runtime:
         self._lease_s = lease_ms / 1000
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
         self._letting_go = threading.Event()
-        self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
-        self._owns_state = state is not None and not isinstance(state, StateStore)
-        self.root = self._open_root()
-        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
-        self._clock = clock or time.monotonic
-        self._inbox_cap = inbox_cap
-        self._shutdown_s = shutdown_ms / 1000
-        self._store: ConversationStore
-        if self._durable is not None:
-            self._store = StateConversations(self._durable)
-        else:
-            self._store = store if store is not None else InMemoryStore()
-        self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+        # The engine first: bad connection options fail before the state is touched.
         workers = max_workers or _DEFAULT_WORKERS
         self._inline = inline
         # Inline: no pool at all; a turn runs on the thread that waits for it.
@@ -140,6 +128,19 @@ class Runtime:
             executor=lambda: self._executor,
             pool_size=workers,
         )
+        self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
+        self._owns_state = state is not None and not isinstance(state, StateStore)
+        self.root = self._open_root()
+        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
+        self._clock = clock or time.monotonic
+        self._inbox_cap = inbox_cap
+        self._shutdown_s = shutdown_ms / 1000
+        self._store: ConversationStore
+        if self._durable is not None:
+            self._store = StateConversations(self._durable)
+        else:
+            self._store = store if store is not None else InMemoryStore()
+        self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
         self._turns = TurnRunner(
             engine=engine,
             store=self._store,
