@@ -7,7 +7,6 @@ lock-guarded.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -15,72 +14,18 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import loop
 from .data import Answer, Request, RunResult
-from .errors import ConfigError, ToolnexusError
+from .engine import ConnectionOptions, InProcessEngine, build_engine
+from .errors import ToolnexusError
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore
-from .styles import get_style
 from .toolkit import Toolkit
 
 if TYPE_CHECKING:
     import requests
 
-_REFUSED_PARAMS = ("messages", "tools", "stream")
 _TOOL_WORKERS = 8
 _POOL_SIZE = 32  # kept-alive connections: one client is often shared by many threads
-
-
-def default_api_key(style: str, base_url: str | None) -> str | None:
-    """The key from the environment for this style (OpenRouter when the URL says so)."""
-    if style == "anthropic":
-        return os.environ.get("ANTHROPIC_API_KEY")
-    if base_url and "openrouter" in base_url:
-        return os.environ.get("OPENROUTER_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    return os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
-
-
-def build_engine(
-    *,
-    base_url: str | None,
-    style: str,
-    api_key: str | None,
-    headers: dict[str, str] | None,
-    session: requests.Session | None,
-    generate: Callable[[dict[str, Any]], Any] | None,
-    retries: int,
-    retry_base_ms: int,
-    timeout_ms: int | None,
-    on_error: Callable[[dict[str, Any]], str] | None,
-    request_params: dict[str, Any] | None,
-    executor: Callable[[], Executor | None],
-    pool_size: int = 10,
-) -> Engine:
-    """Check the connection options once and build what reaches the model."""
-    if generate is None and not base_url:
-        raise ConfigError("give either base_url (an HTTP endpoint) or generate (an in-process model)")
-    refused = [key for key in _REFUSED_PARAMS if key in (request_params or {})]
-    if refused:
-        raise ConfigError(f"request_params may not set {', '.join(refused)}")
-    wire = get_style("openai" if generate is not None else style)
-    if api_key is None:
-        api_key = default_api_key(style, base_url)
-    transport = None
-    if generate is None:
-        from .transport import Transport  # the HTTP stack loads only when it is used
-
-        assert base_url is not None
-        transport = Transport(
-            url=wire.endpoint(base_url),
-            headers={**wire.headers(api_key), **(headers or {})},
-            secret=api_key,
-            session=session,
-            retries=retries,
-            retry_base_ms=retry_base_ms,
-            timeout_ms=timeout_ms,
-            on_error=on_error,
-            pool_size=pool_size,
-        )
-    return Engine(style=wire, transport=transport, generate=generate, request_params=dict(request_params or {}) or None, executor=executor)
 
 
 class Client:
@@ -88,7 +33,8 @@ class Client:
 
     Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
     ``generate`` for an in-process model. The API key defaults from the environment and
-    never appears in a log line, an exception or a repr.
+    never appears in a log line, an exception or a repr. ``timeout_ms`` bounds one whole
+    model exchange, body included; a ``Retry-After`` past ``max_retry_after_s`` fails at once.
     """
 
     def __init__(
@@ -106,6 +52,7 @@ class Client:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
         hooks: Any = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         on_error: Callable[[dict[str, Any]], str] | None = None,
@@ -119,7 +66,7 @@ class Client:
         self._executor_lock = threading.Lock()  # guards: _executor, _closed
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
-        self._engine = build_engine(
+        options = ConnectionOptions(
             base_url=base_url,
             style=style,
             api_key=api_key,
@@ -129,11 +76,11 @@ class Client:
             retries=retries,
             retry_base_ms=retry_base_ms,
             timeout_ms=timeout_ms,
+            max_retry_after_s=max_retry_after_s,
             on_error=on_error,
             request_params=request_params,
-            executor=self._tool_executor,
-            pool_size=_POOL_SIZE,
         )
+        self._engine = Engine(model=build_engine(options, pool_size=_POOL_SIZE), executor=self._tool_executor)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,
@@ -146,7 +93,7 @@ class Client:
         self._store: ConversationStore = store if store is not None else InMemoryStore()
 
     def __repr__(self) -> str:
-        where = "generate=<in-process>" if self._engine.generate is not None else f"base_url={self.base_url!r}"
+        where = "generate=<in-process>" if isinstance(self._engine.model, InProcessEngine) else f"base_url={self.base_url!r}"
         return f"Client(model={self.model!r}, style={self.style!r}, {where})"
 
     def __enter__(self) -> Client:
@@ -206,13 +153,12 @@ class Client:
         return result
 
     def close(self) -> None:
-        """Close the owned HTTP session and end the tool threads; idempotent."""
+        """Cancel model calls and retry waits in flight, end the tool threads; idempotent."""
         with self._executor_lock:
             executor, self._executor, self._closed = self._executor, None, True
+        self._engine.model.close()
         if executor is not None:
             executor.shutdown(wait=True)
-        if self._engine.transport is not None:
-            self._engine.transport.close()
 
     def _tool_executor(self) -> Executor | None:
         with self._executor_lock:

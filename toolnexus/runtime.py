@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -19,7 +18,9 @@ import attrs
 
 from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
-from .client import build_engine
+from .engine import ConnectionOptions, build_engine
+from .loop import Engine
+from ._cancel import TurnGate
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
@@ -60,6 +61,7 @@ class Runtime:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
         request_params: dict[str, Any] | None = None,
         store: ConversationStore | None = None,
         clock: Callable[[], float] | None = None,
@@ -79,7 +81,7 @@ class Runtime:
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         workers = max_workers or _DEFAULT_WORKERS
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
-        engine = build_engine(
+        options = ConnectionOptions(
             base_url=base_url,
             style=style,
             api_key=api_key,
@@ -89,18 +91,17 @@ class Runtime:
             retries=retries,
             retry_base_ms=retry_base_ms,
             timeout_ms=timeout_ms,
-            on_error=None,
+            max_retry_after_s=max_retry_after_s,
             request_params=request_params,
-            executor=lambda: self._executor,
-            pool_size=workers,
         )
+        engine = Engine(model=build_engine(options, pool_size=workers), executor=lambda: self._executor)
         self._turns = TurnRunner(
             engine=engine,
             store=self._store,
             model=model,
             hooks=hooks,
             on_metric=on_metric,
-            gate=threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None,
+            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
@@ -589,8 +590,7 @@ class Runtime:
             thread.join(timeout=max(0.0, deadline - self._clock()))
             if thread.is_alive():
                 log.warning("toolnexus worker %s is still busy after close (a tool that ignores ctx.cancelled?)", thread.name)
-        if self._turns.engine.transport is not None:
-            self._turns.engine.transport.close()
+        self._turns.engine.model.close()
 
     # --- helpers --------------------------------------------------------------------------
 

@@ -1,30 +1,43 @@
-"""HTTP to the model endpoint: the session, retries, backoff, and prompt cancellation.
+"""HTTP to the model endpoint: one owner of a whole exchange, from connect to last byte.
 
-This is the only module that imports ``requests``; every ``requests`` failure is turned
-into an ``LLMError`` here. Work that does not change between calls (the URL, headers, the
-environment's proxy and CA settings) is resolved once, when the transport is built.
+An exchange (connect, send, read the entire body) runs inside the run's cancellation
+scope, the turn gate and a total deadline; every failure of the HTTP stack leaves this
+module as an ``LLMError`` naming the endpoint and the cause, with credentials shown as
+``***``. This is the only module that imports ``requests``. Work that does not change
+between calls (the URL, headers, proxy and CA settings) is resolved once, and the
+connections of the library's own sessions are shared by every transport to the same
+endpoint, so a fresh client or runtime per request reuses kept-alive connections.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import random
+import socket
+import ssl
 import threading
-from typing import Any, Callable, ContextManager
+import time
+from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit
 
 import requests
+import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ._cancel import CancelScope, current_scope, set_current_scope
+from ._cancel import CancelScope, TurnGate, current_scope, set_current_scope
 from .errors import Cancelled, LLMError, LLMTimeout
 
 log = logging.getLogger("toolnexus")
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
-_EXCERPT = 300
+EXCERPT_CHARS = 1000  # enough for a provider's whole error object, cause included
+_MESSAGE_EXCERPT = 300
+_READ_CHUNK = 65536
+_SHARED_ENDPOINTS = 8  # idle shared connection pools kept, most recently used first
 
 
 class _TrackedConnections:
@@ -75,6 +88,86 @@ class CancellableAdapter(HTTPAdapter):
         return response
 
 
+def track_host_adapter(adapter: HTTPAdapter) -> None:
+    """Make a host session's adapter hand its connections to the calling thread's scope.
+
+    Only the pool classes change (a tracked pool behaves exactly like the stock one when
+    no toolnexus call is running on the thread); idle pools created before are dropped so
+    that every later connection is tracked.
+    """
+    manager = adapter.poolmanager
+    if manager.pool_classes_by_scheme is _TRACKED_POOLS:
+        return
+    manager.pool_classes_by_scheme = _TRACKED_POOLS
+    manager.clear()
+    for proxy_manager in adapter.proxy_manager.values():
+        proxy_manager.pool_classes_by_scheme = _TRACKED_POOLS
+        proxy_manager.clear()
+    plain = adapter.proxy_manager_for
+
+    def proxy_manager_for(proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = plain(proxy, **proxy_kwargs)
+        manager.pool_classes_by_scheme = _TRACKED_POOLS
+        return manager
+
+    adapter.proxy_manager_for = proxy_manager_for  # type: ignore[method-assign]
+
+
+class _SharedSessions:
+    """The library's own sessions, one per endpoint origin and pool size, leased by
+    transports. A session nobody leases keeps its idle connections for the next client or
+    runtime of that endpoint; only the least recently used idle ones beyond a few close.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards: _sessions, _leases
+        self._sessions: dict[tuple[str, int], requests.Session] = {}
+        self._leases: dict[tuple[str, int], int] = {}
+
+    def lease(self, url: str, pool_size: int) -> tuple[tuple[str, int], requests.Session]:
+        key = (_origin(url), max(32, pool_size))
+        with self._lock:
+            session = self._sessions.pop(key, None)
+            if session is None:
+                session = requests.Session()
+                adapter = CancellableAdapter(pool_connections=4, pool_maxsize=key[1])
+                session.mount("http://", adapter)
+                session.mount("https://", adapter)
+            self._sessions[key] = session  # most recently used last
+            self._leases[key] = self._leases.get(key, 0) + 1
+            self._trim()
+            return key, session
+
+    def release(self, key: tuple[str, int]) -> None:
+        with self._lock:
+            self._leases[key] -= 1
+            self._trim()
+
+    def _trim(self) -> None:
+        idle = [key for key in self._sessions if self._leases.get(key, 0) == 0]
+        for key in idle[: max(0, len(idle) - _SHARED_ENDPOINTS)]:
+            self._sessions.pop(key).close()
+            self._leases.pop(key, None)
+
+
+_SHARED = _SharedSessions()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{parts.port or ''}"
+
+
+def public_url(url: str) -> str:
+    """``url`` without credentials, query or fragment: safe to put in a message."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     """``Retry-After`` as whole delay-seconds (ASCII digits only); anything else is ignored."""
     if value is None:
@@ -86,33 +179,42 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 class Transport:
-    """POSTs JSON bodies to one endpoint, with retries; shared by every thread of a client."""
+    """POSTs JSON bodies to one endpoint, with retries; shared by every thread of a client.
+
+    ``secrets`` are the credential values (the key, credential-like headers) that no
+    message, excerpt or log line may show.
+    """
 
     def __init__(
         self,
         *,
         url: str,
         headers: dict[str, str],
-        secret: str | None = None,
+        secrets: tuple[str, ...] = (),
         session: requests.Session | None = None,
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
         on_error: Callable[[dict[str, Any]], str] | None = None,
         pool_size: int = 10,
     ) -> None:
         self.url = url
-        self._secret = secret
+        self.public_url = public_url(url)
+        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         self._retries = max(0, retries)
         self._retry_base_ms = retry_base_ms
         self._timeout = timeout_ms / 1000 if timeout_ms else None
+        self._max_retry_after = max_retry_after_s
         self._on_error = on_error
         self._owns_session = session is None
+        self._lease: tuple[str, int] | None = None
         if session is None:
-            session = requests.Session()
-            adapter = CancellableAdapter(pool_connections=4, pool_maxsize=max(10, pool_size))
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
+            self._lease, session = _SHARED.lease(url, pool_size)
+        else:
+            adapter = session.get_adapter(url)
+            if isinstance(adapter, HTTPAdapter):
+                track_host_adapter(adapter)
         self._session = session
         # Our own session has no hooks, cookies or redirects to honour, so its adapter is
         # called directly; a host's session goes through Session.send and keeps all three.
@@ -127,51 +229,76 @@ class Transport:
             # A CA bundle only matters for https; for http it would cost a stat per call.
             "verify": settings["verify"] if url.lower().startswith("https:") else True,
             "cert": settings["cert"],
-            "stream": False,
-            "timeout": self._timeout,
+            "stream": True,  # the body is read here, inside the scope, gate and deadline
         }
         if not self._owns_session:
             self._send_kwargs["allow_redirects"] = False
+        self._lock = threading.Lock()  # guards: _live, _closed
+        self._live: set[CancelScope] = set()
+        self._closed = False
 
     def __repr__(self) -> str:
-        return f"Transport(url={self.url!r})"
+        return f"Transport(url={self.public_url!r})"
 
     def close(self) -> None:
-        if self._owns_session:
-            self._session.close()
+        """Cancel every exchange and backoff in flight; later calls fail at once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            live = list(self._live)
+        for scope in live:
+            scope.cancel()
+        if self._lease is not None:
+            _SHARED.release(self._lease)
 
-    def post_json(
-        self,
-        body: dict[str, Any],
-        *,
-        scope: CancelScope | None = None,
-        gate: ContextManager[Any] | None = None,
-    ) -> Any:
-        """POST ``body`` and return the decoded JSON reply, retrying what may be retried."""
+    def scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def post_json(self, body: dict[str, Any], *, scope: CancelScope | None = None, gate: TurnGate | None = None) -> Any:
+        """POST ``body`` and return the decoded JSON reply, retrying what may be retried.
+
+        Raises:
+            LLMError: the endpoint failed past the retries (``LLMTimeout`` past the deadline).
+            Cancelled: the scope was cancelled (interrupt, close) during any part of it.
+        """
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        attempt = 0
-        while True:
-            try:
-                status, reply, error = self._attempt(payload, scope, gate)
-            except LLMTimeout as timeout:
-                if self._on_error is not None:  # observed, but a timeout is never retried
-                    self._ask_on_error(timeout, None, attempt, False)
-                raise
-            if error is None:
-                return reply
-            retryable = status is None or status in RETRYABLE_STATUSES
-            if self._on_error is not None:
-                retryable = self._ask_on_error(error, status, attempt, retryable)
-            if not retryable or attempt >= self._retries:
-                raise error
-            delay = _retry_delay(reply, attempt, self._retry_base_ms)
-            log.debug("model call failed (status %s), retry %d in %.3fs", status, attempt + 1, delay)
-            if scope is not None:
+        scope = scope if scope is not None else CancelScope()
+        with self._registered(scope):
+            attempt = 0
+            while True:
+                try:
+                    status, reply, error = self._attempt(payload, scope, gate)
+                except LLMTimeout as timeout:
+                    if self._on_error is not None:  # observed, but a timeout is never retried
+                        self._ask_on_error(timeout, None, attempt, False)
+                    raise
+                if error is None:
+                    return reply
+                retryable = status is None or status in RETRYABLE_STATUSES
+                if self._on_error is not None:
+                    retryable = self._ask_on_error(error, status, attempt, retryable)
+                if not retryable or attempt >= self._retries:
+                    raise error
+                delay = self._retry_delay(reply, attempt, error)
+                log.info("model call to %s failed (%s); retry %d of %d in %.2fs", self.public_url, error.cause, attempt + 1, self._retries, delay)
                 if scope.event.wait(delay):
                     raise Cancelled("interrupted while waiting to retry the model call")
-            else:
-                threading.Event().wait(delay)  # backoff delay, not a wait for state
-            attempt += 1
+                attempt += 1
+
+    def _retry_delay(self, reply: Any, attempt: int, error: LLMError) -> float:
+        """The wait before the next attempt; a ``Retry-After`` past ``max_retry_after_s``
+        fails the call at once instead of sleeping."""
+        asked = retry_after_seconds(reply.headers.get("Retry-After")) if isinstance(reply, requests.Response) else None
+        if asked is not None and asked > self._max_retry_after:
+            cause = f"{error.cause}, Retry-After {asked:.0f}s exceeds max_retry_after_s={self._max_retry_after:g}"
+            raise self._error(cause, status=error.status, excerpt=error.body_excerpt)
+        return _retry_delay(reply, attempt, self._retry_base_ms)
+
+    def _registered(self, scope: CancelScope) -> _Registration:
+        return _Registration(self, scope)
 
     def _ask_on_error(self, error: LLMError, status: int | None, attempt: int, retryable: bool) -> bool:
         info = {"error": str(error), "status": status, "attempt": attempt, "retryable": retryable}
@@ -186,63 +313,156 @@ class Transport:
             return False
         return retryable
 
-    def _attempt(
-        self, payload: bytes, scope: CancelScope | None, gate: ContextManager[Any] | None
-    ) -> tuple[int | None, Any, LLMError | None]:
-        """One POST. Returns (status, reply-or-response, error); raises what is never retried."""
+    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None) -> tuple[int | None, Any, LLMError | None]:
+        """One exchange under the gate. Returns (status, reply-or-response, error); raises
+        what is never retried (a timeout, a cancellation)."""
+        if scope.cancelled:
+            raise Cancelled("interrupted before the model call")
+        if gate is None:
+            return self._exchange(payload, scope)
+        with gate.held(scope):
+            return self._exchange(payload, scope)
+
+    def _exchange(self, payload: bytes, scope: CancelScope) -> tuple[int | None, Any, LLMError | None]:
         prepared = self._template.copy()
         prepared.body = payload
         prepared.headers["Content-Length"] = str(len(payload))
-        if scope is not None and scope.cancelled:
-            raise Cancelled("interrupted before the model call")
+        deadline = time.monotonic() + self._timeout if self._timeout is not None else None
         set_current_scope(scope)
         try:
-            if gate is not None:
-                with gate:
-                    response = self._send(prepared)
-            else:
-                response = self._send(prepared)
-        except requests.Timeout as exc:
-            limit = f" after {self._timeout}s" if self._timeout else ""
-            raise LLMTimeout(f"model call timed out{limit}", status=None) from exc
-        except requests.RequestException as exc:
-            if scope is not None and scope.cancelled:
+            response = self._send(prepared, deadline)
+            content = _read_body(response.raw, deadline)
+        except Cancelled:
+            raise
+        except Exception as exc:  # the HTTP stack's failures all become LLMError here
+            if scope.cancelled:
                 raise Cancelled("interrupted during the model call") from exc
-            message = self._scrub(f"connection to the model endpoint failed: {type(exc).__name__}")
-            return None, None, LLMError(message, status=None, body_excerpt=self._scrub(str(exc))[:_EXCERPT])
+            cause = describe_failure(exc)
+            excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
+            if cause == "timed out" and self._timeout is not None:
+                cause = f"timed out (timeout_ms={self._timeout * 1000:g}: no complete reply in time)"
+                raise LLMTimeout(self._message(cause), status=None, body_excerpt=excerpt, url=self.public_url, cause=cause) from exc
+            return None, None, self._error(cause, status=None, excerpt=excerpt)
         finally:
             set_current_scope(None)
-            if scope is not None:
-                scope.detach_all()
-        if scope is not None and scope.cancelled:
-            raise Cancelled("interrupted during the model call")
-        return self._decode(response)
+            scope.detach_all()
+        if scope.cancelled:
+            raise Cancelled("interrupted during the model call")  # the reply came too late
+        return self._decode(response, content)
 
-    def _send(self, prepared: requests.PreparedRequest) -> requests.Response:
+    def _send(self, prepared: requests.PreparedRequest, deadline: float | None) -> requests.Response:
+        timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
         if self._adapter is not None:
-            return self._adapter.send(prepared, **self._send_kwargs)
-        return self._session.send(prepared, **self._send_kwargs)
+            return self._adapter.send(prepared, timeout=timeout, **self._send_kwargs)
+        return self._session.send(prepared, timeout=timeout, **self._send_kwargs)
 
-    def _decode(self, response: requests.Response) -> tuple[int | None, Any, LLMError | None]:
+    def _decode(self, response: requests.Response, content: bytes) -> tuple[int | None, Any, LLMError | None]:
         status = response.status_code
-        content = response.content
         if 200 <= status < 300:
             try:
                 return status, json.loads(content), None
             except ValueError:
                 # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
-                excerpt = self._excerpt(content)
-                error = LLMError(f"model endpoint answered non-JSON (HTTP {status}): {excerpt}", status=status, body_excerpt=excerpt)
-                return status, None, error
-        excerpt = self._excerpt(content)
-        error = LLMError(f"model endpoint answered HTTP {status}: {excerpt}", status=status, body_excerpt=excerpt)
-        return status, response, error
+                return status, None, self._error(f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content))
+        return status, response, self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content))
 
-    def _excerpt(self, content: bytes | None) -> str:
-        return self._scrub((content or b"")[: _EXCERPT * 4].decode("utf-8", "replace"))[:_EXCERPT]
+    def excerpt(self, content: bytes | str | None) -> str:
+        text = content.decode("utf-8", "replace") if isinstance(content, bytes) else (content or "")
+        return self.scrub(text[: EXCERPT_CHARS * 2])[:EXCERPT_CHARS]
 
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+    def _message(self, cause: str) -> str:
+        return f"model call to {self.public_url} failed: {cause}"
+
+    def _error(self, cause: str, *, status: int | None, excerpt: str) -> LLMError:
+        message = self._message(cause)
+        if excerpt and status is not None:
+            message = f"{message}: {' '.join(excerpt.split())[:_MESSAGE_EXCERPT]}"
+        return LLMError(message, status=status, body_excerpt=excerpt, url=self.public_url, cause=cause)
+
+
+class _Registration:
+    """The scope of one ``post_json`` call, known to the transport so ``close`` reaches it."""
+
+    def __init__(self, transport: Transport, scope: CancelScope) -> None:
+        self._transport, self._scope = transport, scope
+
+    def __enter__(self) -> None:
+        transport = self._transport
+        with transport._lock:
+            closed = transport._closed
+            if not closed:
+                transport._live.add(self._scope)
+        if closed:
+            raise LLMError(transport._message("the client is closed"), status=None, url=transport.public_url, cause="the client is closed")
+
+    def __exit__(self, *exc: object) -> None:
+        with self._transport._lock:
+            self._transport._live.discard(self._scope)
+
+
+def _read_body(raw: Any, deadline: float | None) -> bytes:
+    """The whole body; with a deadline each read waits only for the time that is left,
+    so a reply dripping one byte at a time cannot outlast it."""
+    try:
+        if deadline is None:
+            return bytes(raw.read(decode_content=True))
+        parts: list[bytes] = []
+        read = getattr(raw, "read1", None) or raw.read
+        sock = getattr(getattr(raw, "_connection", None), "sock", None)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the reply body did not complete before the deadline")
+            if sock is not None:
+                sock.settimeout(remaining)
+            chunk = read(_READ_CHUNK, decode_content=True)
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
+    except BaseException:
+        raw.close()
+        raise
+    finally:
+        raw.release_conn()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A short cause for a failed exchange: ``connection refused``, ``timed out``..."""
+    for each in _causes(exc):
+        if isinstance(each, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(each, socket.gaierror):
+            return "host name not resolved"
+        if isinstance(each, (TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError)):
+            return "timed out"
+        if isinstance(each, (ssl.SSLError, requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
+            return "TLS handshake failed"
+        if isinstance(each, ConnectionResetError):
+            return "connection reset by the server"
+        if isinstance(each, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)):
+            return "reply body cut short"
+        if isinstance(each, urllib3.exceptions.InvalidChunkLength):
+            return "malformed chunked reply body"
+        if isinstance(each, http.client.RemoteDisconnected):
+            return "server closed the connection without a reply"
+        if isinstance(each, requests.exceptions.ChunkedEncodingError):
+            return "malformed chunked reply body"
+    if isinstance(exc, (requests.ConnectionError, urllib3.exceptions.ProtocolError, OSError)):
+        return "connection failed"
+    return f"{type(exc).__name__}"
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        each = stack.pop(0)
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        yield each
+        linked = [each.__cause__, each.__context__, getattr(each, "reason", None), *each.args]
+        stack.extend(item for item in linked if isinstance(item, BaseException))
 
 
 def _retry_delay(reply: Any, attempt: int, base_ms: int) -> float:

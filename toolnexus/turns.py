@@ -10,17 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any, Callable, Iterator
 
 from . import budget as budgets, loop
 from .agent import AgentDef
 from .data import AgentResult, RunResult, Usage
+from .errors import Cancelled
 from .handle import Handle, Turn
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
+from ._cancel import TurnGate
 
 log = logging.getLogger("toolnexus")
 
@@ -38,7 +40,7 @@ class TurnRunner:
         model: str,
         hooks: Any,
         on_metric: Callable[[dict[str, Any]], Any] | None,
-        gate: ContextManager[Any] | None,
+        gate: TurnGate | None,
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
@@ -120,7 +122,7 @@ class TurnRunner:
             scope=turn.scope,
             gate=self._gate,
             handle_id=handle.id,
-            on_usage=lambda usage: self._charge_tokens(handle, usage),
+            on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
         )
 
@@ -139,8 +141,10 @@ class TurnRunner:
         with handle.lock:
             return handle.record.tokens - turn.tokens_before
 
-    def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
+    def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
         with handle.lock:
+            if handle.turn is not turn:  # interrupted while the reply arrived: not charged
+                raise Cancelled("the turn was interrupted before its reply was charged")
             handle.record.turns += 1
         for each in self._lineage(handle):
             with each.lock:
