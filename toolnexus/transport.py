@@ -329,6 +329,7 @@ class Transport:
         prepared.headers["Content-Length"] = str(len(payload))
         deadline = time.monotonic() + self._timeout if self._timeout is not None else None
         set_current_scope(scope)
+        response: requests.Response | None = None
         try:
             response = self._send(prepared, deadline)
             content = _read_body(response.raw, deadline)
@@ -338,6 +339,8 @@ class Transport:
             if scope.cancelled:
                 raise Cancelled("interrupted during the model call") from exc
             cause = describe_failure(exc)
+            if response is not None and cause == "reply body cut short" and "chunked" in response.headers.get("Transfer-Encoding", "").lower():
+                cause = "chunked reply body malformed or cut short"
             excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
             if cause == "timed out" and self._timeout is not None:
                 cause = f"timed out (timeout_ms={self._timeout * 1000:g}: no complete reply in time)"
@@ -439,10 +442,10 @@ def describe_failure(exc: BaseException) -> str:
             return "TLS handshake failed"
         if isinstance(each, ConnectionResetError):
             return "connection reset by the server"
+        if isinstance(each, urllib3.exceptions.InvalidChunkLength):  # before IncompleteRead, its base
+            return "malformed chunked reply body"
         if isinstance(each, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)):
             return "reply body cut short"
-        if isinstance(each, urllib3.exceptions.InvalidChunkLength):
-            return "malformed chunked reply body"
         if isinstance(each, http.client.RemoteDisconnected):
             return "server closed the connection without a reply"
         if isinstance(each, requests.exceptions.ChunkedEncodingError):
