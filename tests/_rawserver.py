@@ -80,12 +80,13 @@ class RawServer:
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen(16)
+        self.port = self._listener.getsockname()[1]
         self._acceptor = threading.Thread(target=self._accept, name="raw-server", daemon=True)
         self._acceptor.start()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._listener.getsockname()[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def _accept(self) -> None:
         while not self.closing.is_set():
@@ -133,6 +134,10 @@ class RawServer:
     def close(self) -> None:
         self.closing.set()
         self.release.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
         self._listener.close()
         with self._lock:
             conns, threads = list(self._conns), list(self._threads)

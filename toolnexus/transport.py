@@ -429,30 +429,29 @@ def _read_body(raw: Any, deadline: float | None) -> bytes:
         raw.release_conn()
 
 
+_CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    # Most specific first: urllib3's NewConnectionError is also a ConnectTimeoutError, and
+    # InvalidChunkLength is also an IncompleteRead.
+    ((ConnectionRefusedError,), "connection refused"),
+    ((socket.gaierror,), "host name not resolved"),
+    ((ssl.SSLError, requests.exceptions.SSLError, urllib3.exceptions.SSLError), "TLS handshake failed"),
+    ((ConnectionResetError,), "connection reset by the server"),
+    ((urllib3.exceptions.InvalidChunkLength, requests.exceptions.ChunkedEncodingError), "malformed chunked reply body"),
+    ((http.client.IncompleteRead, urllib3.exceptions.IncompleteRead), "reply body cut short"),
+    ((http.client.RemoteDisconnected,), "server closed the connection without a reply"),
+    ((TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError), "timed out"),
+)
+
+
 def describe_failure(exc: BaseException) -> str:
     """A short cause for a failed exchange: ``connection refused``, ``timed out``..."""
-    for each in _causes(exc):
-        if isinstance(each, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(each, socket.gaierror):
-            return "host name not resolved"
-        if isinstance(each, (TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError)):
-            return "timed out"
-        if isinstance(each, (ssl.SSLError, requests.exceptions.SSLError, urllib3.exceptions.SSLError)):
-            return "TLS handshake failed"
-        if isinstance(each, ConnectionResetError):
-            return "connection reset by the server"
-        if isinstance(each, urllib3.exceptions.InvalidChunkLength):  # before IncompleteRead, its base
-            return "malformed chunked reply body"
-        if isinstance(each, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)):
-            return "reply body cut short"
-        if isinstance(each, http.client.RemoteDisconnected):
-            return "server closed the connection without a reply"
-        if isinstance(each, requests.exceptions.ChunkedEncodingError):
-            return "malformed chunked reply body"
+    chain = list(_causes(exc))
+    for kinds, cause in _CAUSES:
+        if any(isinstance(each, kinds) for each in chain):
+            return cause
     if isinstance(exc, (requests.ConnectionError, urllib3.exceptions.ProtocolError, OSError)):
         return "connection failed"
-    return f"{type(exc).__name__}"
+    return type(exc).__name__
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
