@@ -224,14 +224,18 @@ class Runtime:
         Raises:
             HandleClosed: the handle is closed or closing.
         """
-        handle = self._tree.get(h)
+        job = self._wake(self._tree.get(h), prompt)
+        if job is not None:
+            _jobs.submit(self._executor, job)
+
+    def _wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+        """``wake`` without handing the turn to a worker: for a caller about to wait on it,
+        which then runs it on its own thread (no hand-off)."""
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
         with parent.lock, handle.lock:
-            job = self._admit(parent, handle, prompt)
-        if job is not None:
-            _jobs.submit(self._executor, job)
+            return self._admit(parent, handle, prompt)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
@@ -268,7 +272,7 @@ class Runtime:
         started = time.perf_counter()
         error: str | None = None
         try:
-            result, run = self._turns.execute(handle, turn)
+            result, run = self._execute(handle, turn)
         except Cancelled:
             return  # interrupted: the interrupt already published the outcome
         except Exception as exc:  # a failed turn is a result, never an exception upward
@@ -279,6 +283,12 @@ class Runtime:
             raise
         self._settle(handle, turn, result, run)
         self._turns.emit_run(handle, result, run, started, error)
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        try:
+            return self._turns.execute(handle, turn)
+        finally:
+            self._hand_over_task_children(handle, turn.serial)
 
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
@@ -308,6 +318,15 @@ class Runtime:
                 handle.move(IDLE)
             handle.publish(result)
         self._release_slot(handle)
+
+    def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
+        """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended
+        before waiting on it (a failure, an interrupt), a worker runs it instead."""
+        for child in self._task_children(handle, serial):
+            with child.lock:
+                job = child.turn.job if _runnable(child) else None  # type: ignore[union-attr]
+            if job is not None:
+                _jobs.submit(self._executor, job)
 
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
@@ -391,7 +410,7 @@ class Runtime:
                 try:
                     child = self.spawn(parent, agent)
                     parent.record.task_keys[key] = (serial, child.id)
-                    self.wake(child, prompt)
+                    self._wake(child, prompt)  # run by the task call that waits on it
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
                 return child
@@ -429,7 +448,7 @@ class Runtime:
         A pending result leaves the handle open (suspended) for ``resume``.
         """
         handle = self.spawn(self.root, name)
-        self.wake(handle, prompt)
+        self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
         result = self._await(handle)
         if result.status != "pending":
             self.close(handle)

@@ -120,9 +120,10 @@ class _SharedSessions:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards: _sessions, _leases
+        self._lock = threading.Lock()  # guards: _sessions, _leases, _prepared
         self._sessions: dict[tuple[str, int], requests.Session] = {}
         self._leases: dict[tuple[str, int], int] = {}
+        self._prepared: dict[tuple[Any, ...], _Prepared] = {}
 
     def lease(self, url: str, pool_size: int) -> tuple[tuple[str, int], requests.Session]:
         key = (_origin(url), max(32, pool_size))
@@ -138,6 +139,19 @@ class _SharedSessions:
             self._trim()
             return key, session
 
+    def prepared(self, key: tuple[str, int], session: requests.Session, url: str, headers: dict[str, str]) -> _Prepared:
+        """The request template and send options for ``url``, worked out once per process."""
+        memo = (key, url, tuple(headers.items()))
+        with self._lock:
+            found = self._prepared.get(memo)
+        if found is None:
+            found = _prepare(session, url, headers, owned=True)
+            with self._lock:
+                if len(self._prepared) >= 64:
+                    self._prepared.clear()
+                self._prepared[memo] = found
+        return found
+
     def release(self, key: tuple[str, int]) -> None:
         with self._lock:
             self._leases[key] -= 1
@@ -148,6 +162,28 @@ class _SharedSessions:
         for key in idle[: max(0, len(idle) - _SHARED_ENDPOINTS)]:
             self._sessions.pop(key).close()
             self._leases.pop(key, None)
+            for memo in [memo for memo in self._prepared if memo[0] == key]:
+                del self._prepared[memo]
+
+
+_Prepared = tuple[requests.PreparedRequest, dict[str, Any]]
+
+
+def _prepare(session: requests.Session, url: str, headers: dict[str, str], *, owned: bool) -> _Prepared:
+    """The prepared template (session headers and auth merged) and the environment's proxy
+    / CA / cert settings for ``url``: work that does not change between calls."""
+    template = session.prepare_request(requests.Request("POST", url, headers={"Content-Type": "application/json", **headers}))
+    settings = session.merge_environment_settings(url, {}, None, None, None)
+    send_kwargs: dict[str, Any] = {
+        "proxies": settings["proxies"],
+        # A CA bundle only matters for https; for http it would cost a stat per call.
+        "verify": settings["verify"] if url.lower().startswith("https:") else True,
+        "cert": settings["cert"],
+        "stream": True,  # the body is read by the transport, inside the scope, gate and deadline
+    }
+    if not owned:
+        send_kwargs["allow_redirects"] = False
+    return template, send_kwargs
 
 
 _SHARED = _SharedSessions()
@@ -207,32 +243,22 @@ class Transport:
         self._timeout = timeout_ms / 1000 if timeout_ms else None
         self._max_retry_after = max_retry_after_s
         self._on_error = on_error
-        self._owns_session = session is None
         self._lease: tuple[str, int] | None = None
         if session is None:
             self._lease, session = _SHARED.lease(url, pool_size)
+            self._template, self._send_kwargs = _SHARED.prepared(self._lease, session, url, headers)
+            # Our own session has no hooks, cookies or redirects to honour: its adapter is
+            # called directly.
+            self._adapter: HTTPAdapter | None = session.get_adapter(url)  # type: ignore[assignment]
         else:
+            # A host's session goes through Session.send and keeps its hooks and cookies;
+            # its settings are the host's to change, so they are read for each transport.
             adapter = session.get_adapter(url)
             if isinstance(adapter, HTTPAdapter):
                 track_host_adapter(adapter)
+            self._template, self._send_kwargs = _prepare(session, url, headers, owned=False)
+            self._adapter = None
         self._session = session
-        # Our own session has no hooks, cookies or redirects to honour, so its adapter is
-        # called directly; a host's session goes through Session.send and keeps all three.
-        self._adapter = session.get_adapter(url) if self._owns_session else None
-        all_headers = {"Content-Type": "application/json", **headers}
-        # Resolved once: the prepared template (session headers and auth merged) and the
-        # environment's proxy / CA / cert settings for this URL.
-        self._template = session.prepare_request(requests.Request("POST", url, headers=all_headers))
-        settings = session.merge_environment_settings(url, {}, None, None, None)
-        self._send_kwargs: dict[str, Any] = {
-            "proxies": settings["proxies"],
-            # A CA bundle only matters for https; for http it would cost a stat per call.
-            "verify": settings["verify"] if url.lower().startswith("https:") else True,
-            "cert": settings["cert"],
-            "stream": True,  # the body is read here, inside the scope, gate and deadline
-        }
-        if not self._owns_session:
-            self._send_kwargs["allow_redirects"] = False
         self._lock = threading.Lock()  # guards: _live, _closed
         self._live: set[CancelScope] = set()
         self._closed = False
