@@ -60,6 +60,8 @@ class _TrackedHTTPSPool(_TrackedConnections, HTTPSConnectionPool):
 
 
 _TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
+_STOCK_SEND = HTTPAdapter.send
+_URLLIB3_2 = int(getattr(urllib3, "__version__", "1").split(".")[0]) >= 2  # its connections take response options
 
 
 class CancellableAdapter(HTTPAdapter):
@@ -250,6 +252,8 @@ class Transport:
             # Our own session has no hooks, cookies or redirects to honour: its adapter is
             # called directly.
             self._adapter: HTTPAdapter | None = session.get_adapter(url)  # type: ignore[assignment]
+            direct = _URLLIB3_2 and not requests.utils.select_proxy(url, self._send_kwargs["proxies"])
+            self._direct_headers = dict(self._template.headers) if direct else None
         else:
             # A host's session goes through Session.send and keeps its hooks and cookies;
             # its settings are the host's to change, so they are read for each transport.
@@ -258,6 +262,8 @@ class Transport:
                 track_host_adapter(adapter)
             self._template, self._send_kwargs = _prepare(session, url, headers, owned=False)
             self._adapter = None
+            self._direct_headers = None
+        self._pool: Any = None
         self._session = session
         self._lock = threading.Lock()  # guards: _live, _closed
         self._live: set[CancelScope] = set()
@@ -317,7 +323,8 @@ class Transport:
     def _retry_delay(self, reply: Any, attempt: int, error: LLMError) -> float:
         """The wait before the next attempt; a ``Retry-After`` past ``max_retry_after_s``
         fails the call at once instead of sleeping."""
-        asked = retry_after_seconds(reply.headers.get("Retry-After")) if isinstance(reply, requests.Response) else None
+        headers = getattr(reply, "headers", None)
+        asked = retry_after_seconds(headers.get("Retry-After")) if headers is not None else None
         if asked is not None and asked > self._max_retry_after:
             cause = f"{error.cause}, Retry-After {asked:.0f}s exceeds max_retry_after_s={self._max_retry_after:g}"
             raise self._error(cause, status=error.status, excerpt=error.body_excerpt)
@@ -350,22 +357,24 @@ class Transport:
             return self._exchange(payload, scope)
 
     def _exchange(self, payload: bytes, scope: CancelScope) -> tuple[int | None, Any, LLMError | None]:
-        prepared = self._template.copy()
-        prepared.body = payload
-        prepared.headers["Content-Length"] = str(len(payload))
         deadline = time.monotonic() + self._timeout if self._timeout is not None else None
+        direct = self._direct_pool()
         set_current_scope(scope)
-        response: requests.Response | None = None
+        got: list[Any] = []  # the response, once its headers are in
         try:
-            response = self._send(prepared, deadline)
-            content = _read_body(response.raw, deadline)
+            if direct is not None:
+                content = self._exchange_direct(direct, payload, deadline, got)
+            else:
+                got.append(self._send(payload, deadline).raw)
+                content = _read_body(got[0], deadline, getattr(getattr(got[0], "_connection", None), "sock", None))
+                got[0].release_conn()
         except Cancelled:
             raise
         except Exception as exc:  # the HTTP stack's failures all become LLMError here
             if scope.cancelled:
                 raise Cancelled("interrupted during the model call") from exc
             cause = describe_failure(exc)
-            if response is not None and cause == "reply body cut short" and "chunked" in response.headers.get("Transfer-Encoding", "").lower():
+            if got and cause == "reply body cut short" and "chunked" in got[0].headers.get("Transfer-Encoding", "").lower():
                 cause = "chunked reply body malformed or cut short"
             excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
             if cause == "timed out" and self._timeout is not None:
@@ -377,23 +386,63 @@ class Transport:
             scope.detach_all()
         if scope.cancelled:
             raise Cancelled("interrupted during the model call")  # the reply came too late
-        return self._decode(response, content)
+        return self._decode(got[0], content)
 
-    def _send(self, prepared: requests.PreparedRequest, deadline: float | None) -> requests.Response:
-        timeout = None if deadline is None else max(0.001, deadline - time.monotonic())
+    def _direct_pool(self) -> Any:
+        """The connection pool to talk to directly, below ``HTTPAdapter.send``: for the
+        library's own session with no proxy, unless ``HTTPAdapter.send`` has been replaced
+        (by a mocking or instrumentation library), which is then honoured."""
+        if self._direct_headers is None or HTTPAdapter.send is not _STOCK_SEND:
+            return None
+        pool = self._pool
+        if pool is None or pool.pool is None:  # first use, or closed with its session
+            adapter = self._adapter
+            assert adapter is not None
+            pool = self._pool = adapter.get_connection_with_tls_context(
+                self._template, self._send_kwargs["verify"], self._send_kwargs["proxies"], self._send_kwargs["cert"]
+            )
+        return pool
+
+    def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any]) -> bytes:
+        """One request on a pooled connection: what ``HTTPAdapter.send`` does, without the
+        per-call work that never changes for this endpoint."""
+        headers = dict(self._direct_headers)  # type: ignore[arg-type]
+        headers["Content-Length"] = str(len(payload))
+        conn = pool._get_conn()  # handed to the calling thread's scope by the tracked pool
+        try:
+            conn.timeout = _remaining(deadline)
+            conn.request("POST", self._template.path_url, body=payload, headers=headers, preload_content=False, decode_content=False)
+            conn.timeout = _remaining(deadline)
+            raw = conn.getresponse()
+            got.append(raw)
+            content = _read_body(raw, deadline, conn.sock)
+        except BaseException:
+            conn.close()
+            pool._put_conn(None)
+            raise
+        if raw.headers.get("Connection", "").lower() == "close" or raw.version == 10:
+            conn.close()
+        pool._put_conn(conn)
+        return content
+
+    def _send(self, payload: bytes, deadline: float | None) -> requests.Response:
+        prepared = self._template.copy()
+        prepared.body = payload
+        prepared.headers["Content-Length"] = str(len(payload))
+        timeout = _remaining(deadline)
         if self._adapter is not None:
             return self._adapter.send(prepared, timeout=timeout, **self._send_kwargs)
         return self._session.send(prepared, timeout=timeout, **self._send_kwargs)
 
-    def _decode(self, response: requests.Response, content: bytes) -> tuple[int | None, Any, LLMError | None]:
-        status = response.status_code
+    def _decode(self, raw: Any, content: bytes) -> tuple[int | None, Any, LLMError | None]:
+        status: int = raw.status
         if 200 <= status < 300:
             try:
                 return status, json.loads(content), None
             except ValueError:
                 # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
                 return status, None, self._error(f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content))
-        return status, response, self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content))
+        return status, raw, self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content))
 
     def excerpt(self, content: bytes | str | None) -> str:
         text = content.decode("utf-8", "replace") if isinstance(content, bytes) else (content or "")
@@ -429,7 +478,11 @@ class _Registration:
             self._transport._live.discard(self._scope)
 
 
-def _read_body(raw: Any, deadline: float | None) -> bytes:
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.001, deadline - time.monotonic())
+
+
+def _read_body(raw: Any, deadline: float | None, sock: socket.socket | None) -> bytes:
     """The whole body; with a deadline each read waits only for the time that is left,
     so a reply dripping one byte at a time cannot outlast it."""
     try:
@@ -437,7 +490,6 @@ def _read_body(raw: Any, deadline: float | None) -> bytes:
             return bytes(raw.read(decode_content=True))
         parts: list[bytes] = []
         read = getattr(raw, "read1", None) or raw.read
-        sock = getattr(getattr(raw, "_connection", None), "sock", None)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -450,9 +502,8 @@ def _read_body(raw: Any, deadline: float | None) -> bytes:
             parts.append(chunk)
     except BaseException:
         raw.close()
-        raise
-    finally:
         raw.release_conn()
+        raise
 
 
 _CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
@@ -494,8 +545,10 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _retry_delay(reply: Any, attempt: int, base_ms: int) -> float:
-    if isinstance(reply, requests.Response):
-        seconds = retry_after_seconds(reply.headers.get("Retry-After"))
+    """``reply`` is the failed response (anything with ``headers``), or None."""
+    headers = getattr(reply, "headers", None)
+    if headers is not None:
+        seconds = retry_after_seconds(headers.get("Retry-After"))
         if seconds is not None:
             return seconds
     backoff: float = base_ms * (2**attempt) / 1000
