@@ -14,7 +14,12 @@ Variants, interleaved round-robin in one process so they share machine noise:
 * floor A -- the same round trips with a plain ``requests.Session().post``
 * floor B -- the same round trips with a kept-alive ``http.client.HTTPConnection``
 
-Usage: ``python benchmarks/overhead.py [--n N] [--warmup W] [--json]`` (after ``pip install -e .``).
+The server runs in a child process by default (``--server inprocess`` keeps it in this
+process, as a test would; its threads then compete with the client for the interpreter
+lock, which penalises any client that runs requests concurrently).
+
+Usage: ``python benchmarks/overhead.py [--n N] [--warmup W] [--scenario tools|delegate|all]
+[--server child|inprocess] [--json]`` (after ``pip install -e .``).
 """
 
 from __future__ import annotations
@@ -279,7 +284,48 @@ SCENARIOS: dict[str, tuple[str, Any, list[Callable[[str], Variant]]]] = {
 }
 
 
-def smoke_test(variant: Variant, server: ScriptedLLMServer) -> None:
+class ChildServer:
+    """The scripted server in a child process, so that the measured client does not share
+    its interpreter lock with the server's threads (a real model server never does).
+    ``requests_seen`` asks the child for its count over a pipe."""
+
+    def __init__(self, scenario: str) -> None:
+        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", scenario],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self.base_url = self._proc.stdout.readline().strip()
+
+    @property
+    def requests_seen(self) -> int:
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self._proc.stdin.write("count\n")
+        self._proc.stdin.flush()
+        return int(self._proc.stdout.readline())
+
+    def __enter__(self) -> ChildServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def serve(scenario: str) -> int:
+    """The child side of ``ChildServer``: print the base URL, answer counts, stop at EOF."""
+    with ScriptedLLMServer(SCENARIOS[scenario][1]) as server:
+        print(server.base_url, flush=True)
+        for line in sys.stdin:
+            if line.strip() == "count":
+                print(server.requests_seen, flush=True)
+    return 0
+
+
+def smoke_test(variant: Variant, server: Any) -> None:
     """Run one untimed iteration; record failures and the server requests it took."""
     if not variant.ok:
         return
@@ -362,10 +408,10 @@ def peak_rss_mb() -> float:
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
-def run_scenario(name: str, n: int, warmup: int) -> dict[str, Any]:
+def run_scenario(name: str, n: int, warmup: int, where: str) -> dict[str, Any]:
     """Start the server, run warm-up and measured rounds, and collect one scenario's figures."""
     title, responder, makers = SCENARIOS[name]
-    with ScriptedLLMServer(responder) as server:
+    with (ChildServer(name) if where == "child" else ScriptedLLMServer(responder)) as server:
         variants = [make(server.base_url) for make in makers]
         try:
             for variant in variants:
@@ -388,12 +434,13 @@ def run_scenario(name: str, n: int, warmup: int) -> dict[str, Any]:
     }
 
 
-def benchmark(n: int, warmup: int, scenarios: list[str]) -> dict[str, Any]:
+def benchmark(n: int, warmup: int, scenarios: list[str], where: str) -> dict[str, Any]:
     return {
         "n": n,
         "warmup": warmup,
+        "server": where,
         "python": sys.version.split()[0],
-        "scenarios": {name: run_scenario(name, n, warmup) for name in scenarios},
+        "scenarios": {name: run_scenario(name, n, warmup, where) for name in scenarios},
         "import_toolnexus_ms": import_time_ms(),
         "peak_rss_mb": peak_rss_mb(),
     }
@@ -401,7 +448,8 @@ def benchmark(n: int, warmup: int, scenarios: list[str]) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     """The figures as a small plain-text table per scenario."""
-    lines = [f"toolnexus overhead, n={report['n']} (warm-up {report['warmup']}), Python {report['python']}"]
+    lines = [f"toolnexus overhead, n={report['n']} (warm-up {report['warmup']}), Python {report['python']}, "
+             f"server in {'a child process' if report['server'] == 'child' else 'this process'}"]
     fmt = lambda value: "n/a" if value is None else f"{value:.2f}x"  # noqa: E731
     for name, scenario in report["scenarios"].items():
         lines += ["", f"[{name}] {scenario['title']}",
@@ -426,10 +474,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=300, help="measured iterations per variant (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="warm-up iterations per variant (default 30)")
     parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all", help="which scenario (default all)")
+    parser.add_argument("--server", choices=["child", "inprocess"], default="child",
+                        help="run the scripted server in a child process (default) or in this process, "
+                             "where its threads compete with the client for the interpreter lock")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve)
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
-    report = benchmark(max(1, args.n), max(0, args.warmup), names)
+    report = benchmark(max(1, args.n), max(0, args.warmup), names, args.server)
     print(json.dumps(report) if args.json else render(report))
     rows = [row for scenario in report["scenarios"].values() for row in scenario["variants"].values()]
     return 0 if all("error" not in row for row in rows) else 1

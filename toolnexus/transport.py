@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
+import urllib3.response
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -411,9 +412,23 @@ class Transport:
         conn = pool._get_conn()  # handed to the calling thread's scope by the tracked pool
         try:
             conn.timeout = _remaining(deadline)
-            conn.request("POST", self._template.path_url, body=payload, headers=headers, preload_content=False, decode_content=False)
-            conn.timeout = _remaining(deadline)
-            raw = conn.getresponse()
+            # The stdlib's request path sends the headers and a bytes body in one write
+            # (urllib3's writes them apart: two wake-ups of the server per request).
+            http.client.HTTPConnection.request(conn, "POST", self._template.path_url, body=payload, headers=headers)
+            conn.sock.settimeout(_remaining(deadline))
+            reply = http.client.HTTPConnection.getresponse(conn)
+            raw = urllib3.response.HTTPResponse(
+                body=reply,
+                headers=urllib3.HTTPHeaderDict(reply.msg.items()),
+                status=reply.status,
+                version=reply.version,
+                reason=reply.reason,
+                preload_content=False,
+                decode_content=False,
+                original_response=reply,
+                enforce_content_length=True,
+                request_method="POST",
+            )
             got.append(raw)
             content = _read_body(raw, deadline, conn.sock)
         except BaseException:
