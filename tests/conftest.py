@@ -9,6 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from _helpers import Gate, text
+from _services import service_url
 from toolnexus import Runtime
 
 HANG_TIMEOUT = 10.0
@@ -72,3 +73,15 @@ def cleanup():
         event.set()
     for rt in runtimes:
         rt.close(rt.root)
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """A PostgreSQL server's URL (skips on a developer's machine without one; fails under CI)."""
+    return service_url("postgresql")
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """A Redis server's URL (skips on a developer's machine without one; fails under CI)."""
+    return service_url("redis")

@@ -342,8 +342,8 @@ def test_interrupt_with_a_tool_blocking_forever_in_a_child_returns_at_once(clean
     assert waiter.result.status == "interrupted"
 
     begun = time.monotonic()
-    rt.close(rt.root)
-    assert time.monotonic() - begun < 0.2 + PROMPT
+    rt.close(rt.root)  # the stuck tool's thread is waited for up to shutdown_ms + 1 s
+    assert time.monotonic() - begun < 0.2 + 1.0 + PROMPT
     assert all(v.state == "closed" for v in rt.handles())
 
 

@@ -30,7 +30,7 @@ from .errors import (
 )
 from .handle import Handle
 from .runtime import Runtime
-from .store import ConversationStore, InMemoryStore
+from .store import ConversationStore, InMemoryStore, LockingStore
 from .toolkit import Toolkit
 from .tools import Tool, ToolContext, failure, success, suspend, tool
 
@@ -53,6 +53,7 @@ __all__ = [
     "HandleClosed",
     "HandleView",
     "InMemoryStore",
+    "LockingStore",
     "InboxFull",
     "LLMError",
     "Request",

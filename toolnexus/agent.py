@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import attrs
@@ -22,6 +25,21 @@ def _members(team: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(team)
 
 
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_name(name: object) -> str:
+    """An agent name is letters, digits, ``_`` and ``-``: it becomes a segment of handle
+    ids (``root/boss.1/worker.2``), so a ``/`` or ``.`` would let it forge another's id."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"agent name {name!r} must be letters, digits, '_' or '-' (no '/', '.' or spaces)")
+    return name
+
+
+def _valid_name(instance: AgentDef, field: attrs.Attribute[str], value: str) -> None:
+    check_name(value)
+
+
 @attrs.frozen
 class AgentDef:
     """What an agent is: its job, its soul (system prompt), its tools and its team.
@@ -30,7 +48,7 @@ class AgentDef:
     ``task`` tool that can delegate to exactly those agents.
     """
 
-    name: str
+    name: str = attrs.field(validator=_valid_name)
     does: str
     model: str = attrs.field(default="inherit", kw_only=True)
     soul: str = attrs.field(default="", kw_only=True)
@@ -42,6 +60,10 @@ class AgentDef:
     on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
     hooks: Any = attrs.field(default=None, kw_only=True)
     on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):
+            raise ConfigError(f"agent {self.name!r} has a team, so its tool name 'task' is taken by delegation: rename its own 'task' tool")
 
     @property
     def team_names(self) -> tuple[str, ...]:
@@ -66,6 +88,9 @@ def as_def(name: str, value: Any) -> AgentDef:
         fields.setdefault("does", "")
         budget = fields.get("budget")
         if isinstance(budget, Mapping):
+            unknown = set(budget) - {f.name for f in attrs.fields(Budget)}
+            if unknown:
+                raise ConfigError(f"agent {name!r}: unknown budget key(s) {', '.join(sorted(unknown))}")
             fields["budget"] = Budget(**budget)
         return AgentDef(**fields)
     raise ConfigError(f"agent {name!r}: expected an AgentDef, Agent or dict, got {type(value).__name__}")
@@ -75,6 +100,7 @@ def normalize_registry(registry: Mapping[str, Any]) -> dict[str, AgentDef]:
     """Every value as an ``AgentDef``; ``Agent`` team members bring their own registries."""
     out: dict[str, AgentDef] = {}
     for name, value in registry.items():
+        check_name(name)
         if isinstance(value, Agent):
             for inner_name, inner in value.registry.items():
                 out.setdefault(inner_name, inner)
@@ -87,6 +113,9 @@ class Agent:
 
     def __init__(self, definition: AgentDef) -> None:
         self.definition = definition
+        self._kept = _KeptConnections()
+        # Dropping the agent lets its kept connections go (no reference back to it).
+        self._finalizer = weakref.finalize(self, self._kept.release_all)
 
     @property
     def name(self) -> str:
@@ -114,18 +143,49 @@ class Agent:
 
         return Runtime(self.registry, **runtime_options)
 
-    def run(self, prompt: str, **runtime_options: Any) -> AgentResult:
+    def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
         """Run once in a fresh runtime. A pending result keeps the runtime open on
-        ``result.runtime`` for ``resume``; otherwise the runtime is closed."""
+        ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
+        (seconds) is ``Runtime.run_agent``'s."""
         rt = self.runtime(**runtime_options)
-        result = rt.run_agent(self.name, prompt)
+        self._kept.keep(rt.keep_connections())
+        result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
             rt.close(rt.root)
         return attrs.evolve(result, runtime=rt)
 
+    def close(self) -> None:
+        """Close the connections this agent keeps between its runs (each ``run`` makes a
+        fresh runtime; the model endpoint's kept-alive connections are reused across them)."""
+        self._kept.release_all()
+
     def as_tool(self, **runtime_options: Any) -> Tool:
         """This agent as a plain ``{prompt}`` tool, on a runtime of its own."""
         return self.runtime(**runtime_options).agent_tool(self.name)
+
+
+class _KeptConnections:
+    """One hold per model endpoint on its pooled connections, across an agent's runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards: _holds
+        self._holds: dict[Any, Callable[[], None]] = {}
+
+    def keep(self, hold: tuple[Any, Callable[[], None]] | None) -> None:
+        if hold is None:
+            return
+        endpoint, release = hold
+        with self._lock:
+            if endpoint not in self._holds:
+                self._holds[endpoint] = release
+                return
+        release()  # already kept
+
+    def release_all(self) -> None:
+        with self._lock:
+            holds, self._holds = list(self._holds.values()), {}
+        for release in holds:
+            release()
 
 
 def agent(

@@ -36,8 +36,8 @@ def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: in
     ``max_children`` and ``max_concurrent`` are the child's own caps on its own children;
     ``max_depth`` is inherited when the child sets none.
     """
-    tokens_left = parent.max_tokens - parent_tokens if parent.max_tokens is not None else None
-    calls_left = parent.max_tool_calls - parent_tool_calls if parent.max_tool_calls is not None else None
+    tokens_left = max(0, parent.max_tokens - parent_tokens) if parent.max_tokens is not None else None
+    calls_left = max(0, parent.max_tool_calls - parent_tool_calls) if parent.max_tool_calls is not None else None
     return Budget(
         max_turns=_least(own.max_turns, parent.max_turns),
         max_tokens=_least(own.max_tokens, tokens_left),

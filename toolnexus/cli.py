@@ -91,8 +91,11 @@ def _parser() -> argparse.ArgumentParser:
         "run",
         help="run a team from a TOML file on a model endpoint",
         description="Run the entry agent of TEAM (a TOML file) on PROMPT. The key comes from the environment "
-        "(OPENAI_API_KEY or ANTHROPIC_API_KEY by style, or [connection] api_key_env). "
-        "Exit status: 0 done, 2 pending or incomplete, 1 error.",
+        "(OPENAI_API_KEY or ANTHROPIC_API_KEY by style, or the variable [connection] api_key_env names, "
+        "which must be upper case and end in _KEY or _TOKEN). "
+        "Exit status: 0 done, 2 pending or incomplete, 1 error. "
+        'A team file is code: tools = ["module:attr"] imports and runs that Python module, and the tools '
+        "it names are the model's to call. Run only team files you would run as scripts.",
     )
     run.add_argument("team", metavar="TEAM.toml")
     run.add_argument("prompt", metavar="PROMPT")

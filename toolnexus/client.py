@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
+import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
-from . import loop
+from . import loop, tracing
 from .data import Answer, Request, RunResult
-from .engine import ConnectionOptions, InProcessEngine, build_engine
+from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
 from .errors import ToolnexusError
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
-from .store import ConversationStore, InMemoryStore
+from .store import ConversationStore, InMemoryStore, guard_for
 from .toolkit import Toolkit
 
 if TYPE_CHECKING:
@@ -33,8 +35,18 @@ class Client:
 
     Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
     ``generate`` for an in-process model. The API key defaults from the environment and
-    never appears in a log line, an exception or a repr. ``timeout_ms`` bounds one whole
-    model exchange, body included; a ``Retry-After`` past ``max_retry_after_s`` fails at once.
+    never appears in a log line, an exception, a repr or a trace span. With
+    ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
+    prompt and completion text to the spans.
+
+    ``inline=True`` runs every tool call on the thread that called ``run`` (the calls of
+    one turn one after another), so a tool shares that thread's database connection and
+    transaction. ``around_tool`` is a context-manager factory entered around every tool
+    call, on the thread that runs it.
+
+    ``timeout_ms`` bounds one whole model exchange (connect, send, the entire body); a
+    ``Retry-After`` longer than ``max_retry_after_s`` fails at once instead of sleeping,
+    and ``close()`` cuts any exchange or retry wait in flight short.
     """
 
     def __init__(
@@ -59,13 +71,15 @@ class Client:
         wait_for: Callable[[Request], Answer] | None = None,
         store: ConversationStore | None = None,
         request_params: dict[str, Any] | None = None,
+        inline: bool = False,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
+        trace_content: bool = False,
     ) -> None:
         self.model = model
+        self.inline = inline
         self.style = style
         self.base_url = base_url
-        self._executor_lock = threading.Lock()  # guards: _executor, _closed
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
+        self._tool_threads = _ToolThreads()
         options = ConnectionOptions(
             base_url=base_url,
             style=style,
@@ -80,7 +94,8 @@ class Client:
             on_error=on_error,
             request_params=request_params,
         )
-        self._engine = Engine(model=build_engine(options, pool_size=_POOL_SIZE), executor=self._tool_executor)
+        # inline: every tool call on the run's thread
+        self._engine = Engine(model=build_engine(options, pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,
@@ -89,8 +104,15 @@ class Client:
             hooks=Hooks.of(hooks),
             wait_for=wait_for,
             emit=emitter(self._metrics, on_metric),
+            around_tool=around_tool,
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
+        self._guard = guard_for(self._store)
+        # No reference back to the client, so dropping the last one frees it at once.
+        reached = self._engine.model if isinstance(self._engine.model, HttpEngine) else None
+        self._finalizer = weakref.finalize(self, _release_unclosed, repr(self), self._tool_threads, reached)
+        self._finalizer.atexit = False
 
     def __repr__(self) -> str:
         where = "generate=<in-process>" if isinstance(self._engine.model, InProcessEngine) else f"base_url={self.base_url!r}"
@@ -120,11 +142,17 @@ class Client:
         return self._measured(lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
 
     def ask(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None) -> RunResult:
-        """``run`` with the conversation ``id`` loaded from and saved to the store."""
+        """``run`` with the conversation ``id`` loaded from and saved to the store.
+
+        Calls on one conversation run one after the other (each sees the last one's
+        exchange); calls on different conversations run in parallel.
+        """
         if id is None:
             return self.run(prompt, toolkit)
-        result = self.run(prompt, toolkit, history=self._store.get(id) or [])
-        self._store.save(id, result.messages)
+        with self._guard.exclusive(self._store, id):
+            result = self.run(prompt, toolkit, history=self._store.get(id) or [])
+            self._store.save(id, result.messages)
+            self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
     def resume(
@@ -138,39 +166,51 @@ class Client:
     ) -> RunResult:
         """Continue a run that returned ``status="pending"``, from ``messages`` or the store.
 
+        With ``id`` the answer is claimed under the conversation: of two resumes with one
+        answer, one runs and the other raises ``UnknownRequest``, so the approved tool runs
+        once.
+
         Raises:
-            UnknownRequest: ``answer.id`` is not ``pending.id``, or the transcript has no
-                call waiting on it. Nothing changes.
+            UnknownRequest: ``answer.id`` is not ``pending.id``, the conversation is not
+                waiting on it (another resume took it), or the transcript has no call
+                waiting on it. Nothing changes.
         """
-        if messages is None:
-            if id is None:
+        if id is None:
+            if messages is None:
                 raise ToolnexusError("resume needs the pending run's messages or its conversation id")
-            messages = self._store.get(id) or []
-        transcript = list(messages)
-        result = self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
-        if id is not None:
-            self._store.save(id, result.messages)
+            return self._resumed(list(messages), pending, answer, toolkit)
+        with self._guard.exclusive(self._store, id):
+            claimed = self._guard.claim(id, answer.id)
+            try:
+                transcript = list(messages) if messages is not None else self._store.get(id) or []
+                result = self._resumed(transcript, pending, answer, toolkit)
+                self._store.save(id, result.messages)
+            except BaseException:
+                if claimed is not None:
+                    self._guard.left_waiting(id, claimed)  # nothing was saved: still waiting
+                raise
+            self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
-    def close(self) -> None:
-        """Cancel model calls and retry waits in flight, end the tool threads; idempotent."""
-        with self._executor_lock:
-            executor, self._executor, self._closed = self._executor, None, True
-        self._engine.model.close()
-        if executor is not None:
-            executor.shutdown(wait=True)
+    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: Toolkit | None) -> RunResult:
+        return self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
 
-    def _tool_executor(self) -> Executor | None:
-        with self._executor_lock:
-            if self._executor is None and not self._closed:
-                self._executor = ThreadPoolExecutor(max_workers=_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")
-            return self._executor
+    def close(self) -> None:
+        """Cancel model calls and retry waits in flight, end the tool threads; idempotent.
+
+        A client that is dropped without ``close`` releases both when it is freed, with a
+        ``ResourceWarning`` (as an unclosed file does).
+        """
+        self._finalizer.detach()
+        _release(self._tool_threads, self._engine.model)
 
     def _measured(self, body: Callable[[], RunResult]) -> RunResult:
         started = time.perf_counter()
         event: dict[str, Any] = {"event": "run", "model": self.model}
         try:
-            result = body()
+            with self._spec.trace.agent(None, model=self.model) as traced:
+                result = body()
+                traced.done(result.status, result.text, result.pending)
         except Exception as exc:
             event.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
             raise
@@ -180,3 +220,46 @@ class Client:
         finally:
             event["ms"] = round((time.perf_counter() - started) * 1000, 3)
             self._spec.emit(event)
+
+
+def _no_threads() -> Executor | None:
+    return None
+
+
+class _ToolThreads:
+    """The client's pool for the concurrent tool calls of a turn, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards: _executor, _closed
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def __call__(self) -> Executor | None:
+        with self._lock:
+            if self._executor is None and not self._closed:
+                self._executor = ThreadPoolExecutor(max_workers=_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")
+            return self._executor
+
+    @property
+    def started(self) -> bool:
+        with self._lock:
+            return self._executor is not None
+
+    def close(self, *, wait: bool = True) -> None:
+        with self._lock:
+            executor, self._executor, self._closed = self._executor, None, True
+        if executor is not None:
+            executor.shutdown(wait=wait)
+
+
+def _release(tool_threads: _ToolThreads, model: ModelEngine | None, *, wait: bool = True) -> None:
+    if model is not None:
+        model.close()  # first: a tool thread may be waiting on a model call
+    tool_threads.close(wait=wait)
+
+
+def _release_unclosed(described: str, tool_threads: _ToolThreads, model: ModelEngine | None) -> None:
+    """The finaliser of a client dropped without ``close``: warn if it held anything."""
+    if model is not None or tool_threads.started:
+        warnings.warn(f"unclosed {described}: call close() or use it in a with block", ResourceWarning, stacklevel=2)
+    _release(tool_threads, model, wait=False)  # the last reference may go on a tool thread

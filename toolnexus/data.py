@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from .errors import ConfigError
+
 
 @attrs.frozen
 class ToolResult:
@@ -111,17 +113,37 @@ class AgentResult:
     runtime: Any = attrs.field(default=None, repr=False, eq=False)
 
 
+def _cap(instance: Budget, field: attrs.Attribute[int | None], value: int | None) -> None:
+    """A cap is unset or a whole number >= 0; 0 means "none allowed"."""
+    if value is None:
+        return
+    if type(value) is not int:
+        raise ConfigError(f"Budget.{field.name} must be a whole number or None, not {type(value).__name__}")
+    if value < 0:
+        raise ConfigError(f"Budget.{field.name} must be >= 0, not {value}")
+
+
+def _concurrency(instance: Budget, field: attrs.Attribute[int | None], value: int | None) -> None:
+    _cap(instance, field, value)
+    if value == 0:
+        raise ConfigError("Budget.max_concurrent must be >= 1: 0 could never admit a child (leave it unset for the default)")
+
+
 @attrs.frozen(kw_only=True)
 class Budget:
-    """Caps on an agent's spend; ``None`` means unset (inherits or takes the default)."""
+    """Caps on an agent's spend; ``None`` means unset (inherits or takes the default).
 
-    max_turns: int | None = None
-    max_tokens: int | None = None
-    max_tool_calls: int | None = None
-    max_wall_ms: int | None = None
-    max_children: int | None = None
-    max_concurrent: int | None = None
-    max_depth: int | None = None
+    Checked when built: a negative cap, or ``max_concurrent=0`` (no child could ever
+    run), is a ``ConfigError``. Other zeros mean "none allowed".
+    """
+
+    max_turns: int | None = attrs.field(default=None, validator=_cap)
+    max_tokens: int | None = attrs.field(default=None, validator=_cap)
+    max_tool_calls: int | None = attrs.field(default=None, validator=_cap)
+    max_wall_ms: int | None = attrs.field(default=None, validator=_cap)
+    max_children: int | None = attrs.field(default=None, validator=_cap)
+    max_concurrent: int | None = attrs.field(default=None, validator=_concurrency)
+    max_depth: int | None = attrs.field(default=None, validator=_cap)
 
 
 @attrs.frozen(kw_only=True)
@@ -157,6 +179,8 @@ class ModelReply:
     text: str
     tool_calls: list[ToolCall]
     usage: Usage
+    #: Why the model stopped, as the wire says it ("stop", "tool_calls", "end_turn"...).
+    finish_reason: str | None = None
 
 
 def make_request(

@@ -80,6 +80,10 @@ class ModelEngine(Protocol):
 
     def close(self) -> None: ...
 
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        """A hold on pooled connections that outlives ``close``: ``(endpoint, release)``."""
+        ...
+
 
 @attrs.frozen(kw_only=True)
 class ConnectionOptions:
@@ -128,6 +132,9 @@ class HttpEngine:
     def close(self) -> None:
         self.transport.close()
 
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        return self.transport.keep_connections()
+
 
 class InProcessEngine:
     """The in-process model: ``generate(request) -> dict``, OpenAI-shaped; never retried."""
@@ -171,6 +178,9 @@ class InProcessEngine:
 
     def close(self) -> None:
         pass
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        return None
 
 
 def default_api_key(style: str, base_url: str | None) -> str | None:

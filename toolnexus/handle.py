@@ -69,12 +69,16 @@ class HandleRecord:
     #: Where the suspended turn stood, so its result after resume covers the whole turn.
     pending_tokens_before: int = 0
     pending_turns: int = 0
+    #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
+    pending_trace: dict[str, str] | None = None
     turn_serial: int = 0
     task_keys: dict[tuple[str, str], tuple[int, str]] = attrs.Factory(dict)
     result: AgentResult | None = None
     settled: int = 0
     closing: bool = False
     queued_prompt: str | None = None
+    #: The trace context of the queued wake, for the turn it starts later.
+    queued_trace: dict[str, str] | None = None
     queued: bool = False
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
@@ -93,6 +97,11 @@ class Turn:
     tokens_before: int = 0
     prior_turns: int = 0
     settling: bool = False
+    #: Where the turn was queued, as trace-context headers (``tracing.capture``).
+    trace: dict[str, str] | None = None
+    #: A resumed turn: the span of the turn that suspended. Set by the runner when this
+    #: turn ends pending: its own span.
+    suspended_trace: dict[str, str] | None = None
 
 
 class Handle:

@@ -14,11 +14,11 @@ import json
 import logging
 import time
 from concurrent.futures import Executor
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import attrs
 
-from . import _jobs
+from . import _jobs, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
@@ -72,7 +72,8 @@ class Engine:
 class RunSpec:
     """How one run behaves. ``guard`` is asked before every model call and returns the name
     of a limit that is reached (``maxTokens``...) or None; ``on_usage`` and ``on_tool_calls``
-    feed a ledger as the run spends."""
+    feed a ledger as the run spends; ``around_tool`` makes the context entered around each
+    tool execution, on the thread that runs it."""
 
     model: str
     system: str | None = None
@@ -86,6 +87,8 @@ class RunSpec:
     handle_id: str | None = None
     on_usage: Callable[[Usage], None] | None = None
     on_tool_calls: Callable[[int], None] | None = None
+    around_tool: Callable[[], ContextManager[Any]] | None = None
+    trace: tracing.Tracer = tracing.OFF
 
 
 @attrs.define
@@ -222,9 +225,11 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
             tools = change.get("tools", tools)
     started = time.perf_counter()
     try:
-        reply = engine.model.complete(
-            ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate)
-        )
+        with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
+            reply = engine.model.complete(
+                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate)
+            )
+            traced.reply(reply)
     except (LLMError, Cancelled):
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
@@ -265,7 +270,8 @@ def _tool_phase(
     kept: dict[str, ToolResult] | None = None,
     answers: dict[str, Answer] | None = None,
 ) -> Request | None:
-    """Run every call without a kept result, concurrently; append results in call order.
+    """Run every call without a kept result, concurrently (one after another when the
+    engine has no executor: inline mode); append results in call order.
 
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
@@ -326,12 +332,13 @@ class _Started:
     args: Any
     ctx: ToolContext
     started: float
+    span: Any
     result: ToolResult | None = None
 
 
 def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Started:
     ctx = _context(spec, call, answer)
-    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter())
+    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter(), span=spec.trace.tool(call))
     args, problem = decode_arguments(call.arguments)
     if problem is not None:
         begun.result = ToolResult(output=f"{problem} for tool {call.name}", is_error=True)
@@ -345,21 +352,27 @@ def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answ
             if isinstance(change.get("args"), dict):
                 args = change["args"]
     begun.args = args
-    toolkit.prepare(call.name, args, ctx)
+    with begun.span.current():  # a child the prepare step starts nests in this call's span
+        toolkit.prepare(call.name, args, ctx)
     return begun
 
 
 def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
     call, args = begun.call, begun.args
-    result = begun.result
-    if result is None:
-        result = toolkit.execute(call.name, args, begun.ctx)
-        if result.pending is not None and spec.wait_for is not None:
-            result = _interpret(spec, toolkit, call, args, result.pending)
-    if spec.hooks.after_tool is not None:
-        change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
-        if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
-            result = change["result"]
+    with begun.span.running(args) as traced:
+        _check_cancel(spec)  # an interrupt stops the calls of the turn that have not started
+        result = begun.result
+        if result is None:
+            result = _execute(spec, toolkit, call.name, args, begun.ctx)
+            if result.pending is not None:
+                traced.suspended(result.pending)
+                if spec.wait_for is not None:
+                    result = _interpret(spec, toolkit, call, args, result.pending)
+        if spec.hooks.after_tool is not None:
+            change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
+            if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
+                result = change["result"]
+        traced.result(result)
     _emit_tool(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)
 
@@ -373,10 +386,22 @@ def _interpret(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, 
         answer = Answer(id=request.id, ok=False, reason="declined")
     if not isinstance(answer, Answer) or not answer.ok:
         return _declined(answer if isinstance(answer, Answer) else None, request)
-    retried = toolkit.execute(call.name, args, _context(spec, call, answer))
+    retried = _execute(spec, toolkit, call.name, args, _context(spec, call, answer))
     if retried.pending is not None:
         return ToolResult(output=f"unresolved: {retried.pending.prompt}", is_error=True)
     return retried
+
+
+def _execute(spec: RunSpec, toolkit: Toolkit, name: str, args: Any, ctx: ToolContext) -> ToolResult:
+    """Run one tool inside the host's ``around_tool`` context; its failure is the call's error."""
+    if spec.around_tool is None:
+        return toolkit.execute(name, args, ctx)
+    try:
+        with spec.around_tool():
+            return toolkit.execute(name, args, ctx)
+    except Exception as exc:
+        log.warning("around_tool failed around tool %s", name, exc_info=True)
+        return ToolResult(output=f"tool {name} failed: around_tool raised {type(exc).__name__}: {exc}", is_error=True)
 
 
 def _declined(answer: Answer | None, request: Request) -> ToolResult:

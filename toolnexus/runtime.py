@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
 
 import attrs
 
-from . import _jobs, budget as budgets
+from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
@@ -37,6 +38,7 @@ log = logging.getLogger("toolnexus")
 
 ROOT = "root"
 _DEFAULT_WORKERS = 32
+_THREAD_GRACE_S = 1.0  # after shutdown_ms, how long close(root) waits for interrupted threads to end
 
 
 class Runtime:
@@ -45,6 +47,12 @@ class Runtime:
     Connection options are the ``Client``'s; ``registry`` maps agent names to
     ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
     call ``close(rt.root)``: every thread it started has ended when that returns.
+
+    ``inline=True`` starts no worker threads: every turn and tool call runs on the thread
+    that waits for it (``run_agent``, ``wait``, a parent's ``task`` call), tool calls and
+    ``task`` children one after another. ``around_tool`` is a context-manager factory
+    entered around every tool call, on the thread that runs it.
+    ``trace_content=True`` records prompt and completion text on the trace spans.
     """
 
     def __init__(
@@ -71,6 +79,9 @@ class Runtime:
         hooks: Any = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
+        inline: bool = False,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
+        trace_content: bool = False,
     ) -> None:
         self._registry = normalize_registry(registry)
         self.root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
@@ -80,7 +91,9 @@ class Runtime:
         self._shutdown_s = shutdown_ms / 1000
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         workers = max_workers or _DEFAULT_WORKERS
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
+        self._inline = inline
+        # Inline: no pool at all; a turn runs on the thread that waits for it.
+        self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
         options = ConnectionOptions(
             base_url=base_url,
             style=style,
@@ -105,6 +118,8 @@ class Runtime:
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
+            around_tool=around_tool,
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
 
     def __repr__(self) -> str:
@@ -121,6 +136,11 @@ class Runtime:
     @property
     def conversation_store(self) -> ConversationStore:
         return self._store
+
+    @property
+    def inline(self) -> bool:
+        """Whether turns and tool calls run on the waiting thread (no worker threads)."""
+        return self._inline
 
     def definition(self, name: str) -> AgentDef:
         try:
@@ -148,6 +168,11 @@ class Runtime:
 
     def events(self) -> list[dict[str, Any]]:
         return self._tree.events()
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        """A hold on the model endpoint's pooled connections that outlives ``close``:
+        ``(endpoint, release)``, or None when there is nothing to keep."""
+        return self._turns.engine.model.keep_connections()
 
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
@@ -221,6 +246,10 @@ class Runtime:
         suspended one waits for the Answer to its request. Over the parent's
         ``max_concurrent`` the wake queues until a sibling hands over its slot.
 
+        Inline, the wake only admits the turn (the handle is ``running``, its inbox
+        taken); the turn runs on the first thread that waits for it, and a ``close``
+        before then interrupts it without waiting.
+
         Raises:
             HandleClosed: the handle is closed or closing.
         """
@@ -234,10 +263,11 @@ class Runtime:
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
+        trace = tracing.capture()  # the turn nests here, whichever thread runs it
         with parent.lock, handle.lock:
-            return self._admit(parent, handle, prompt)
+            return self._admit(parent, handle, prompt, trace)
 
-    def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+    def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
         record = handle.record
         if record.closing or record.state == CLOSED:
@@ -246,20 +276,20 @@ class Runtime:
             return None
         cap = budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
         if cap is not None and parent.record.running_children >= cap:
-            record.queued, record.queued_prompt = True, prompt
+            record.queued, record.queued_prompt, record.queued_trace = True, prompt, trace
             parent.record.wake_queue.append(record.id)
             handle.changed.notify_all()
             self._tree.event("wake_queued", record.id, parent=parent.id)
             return None
         parent.record.running_children += 1
-        return self._start_turn(handle, prompt)
+        return self._start_turn(handle, prompt, trace)
 
-    def _start_turn(self, handle: Handle, prompt: str | None) -> _jobs.Job:
+    def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
         record = handle.record
         record.taken, record.inbox = record.inbox, []
         record.turn_serial += 1
         text = render_input(prompt, record.taken, _ancestry(record.id))
-        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens))
+        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens, trace=trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         turn.started = self._clock()
@@ -309,6 +339,7 @@ class Runtime:
                 result = attrs.evolve(result, pending=request, text=request.prompt)
                 record.pending, record.pending_input = request, turn.input
                 record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
+                record.pending_trace = turn.suspended_trace
                 record.checkpoint = run.messages if run is not None else None
                 self._tree.park(request.id, record.id)
                 handle.move(SUSPENDED)
@@ -354,7 +385,8 @@ class Runtime:
                         continue
                     sibling.record.queued = False
                     record.running_children += 1
-                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt))
+                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt, sibling.record.queued_trace))
+                    sibling.record.queued_trace = None
                 self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             _jobs.submit(self._executor, job)
@@ -367,17 +399,26 @@ class Runtime:
         With ``timeout`` (seconds) a result with ``status="timeout"`` comes back when
         nothing settled in time; the handle keeps running. Called from a tool (a pool
         thread), it runs a turn that no worker has started yet instead of blocking on it.
+
+        Inline, the waiting thread runs the turn itself; as nothing else could carry the
+        turn on, a ``timeout`` interrupts it at its next step (a model call or a tool
+        call; a tool that is running is not preempted) and the result is ``timeout``.
         """
         handle = self._tree.get(h)
         if handle is self.root:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
-        return self._next_result(handle, timeout, run_here=_jobs.inside_job())
+        return self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
 
     def _await(self, handle: Handle) -> AgentResult:
         """Wait for a handle to settle, running its turn here if no worker has it."""
         return self._next_result(handle, None, run_here=True)
 
-    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool) -> AgentResult:
+    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False) -> AgentResult:
+        """Wait for the handle's next settled result, running its unstarted turn here when
+        ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
+        sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
+        runs is interrupted (by a timer, at its next step) when time is up and the result
+        is ``timeout``; otherwise such a turn runs to its end."""
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
@@ -391,13 +432,61 @@ class Runtime:
                 if record.state == CLOSED:
                     return _closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
-                if job is None:
+                behind = job is None and run_here and self._inline and record.queued
+            owner = handle
+            if behind:
+                owner, job = self._slot_holder(handle)
+            if job is None:
+                with handle.lock:
+                    if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
+                        continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+                        break
                     handle.changed.wait(remaining)
-                    continue
-            job.run()
+                continue
+            if deadline is None or not stop_at_deadline:
+                job.run()
+                continue
+            with self._interrupt_at(owner, deadline) as fired:
+                job.run()
+            with owner.lock:
+                result = owner.record.result
+            if fired.is_set() and result is not None and result.status == "interrupted":
+                break
+        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+    def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
+        """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            return handle, None
+        with parent.lock:
+            siblings = [self._tree.get(child_id) for child_id in parent.record.children]
+        for sibling in siblings:
+            with sibling.lock:
+                if sibling is not handle and _runnable(sibling):
+                    return sibling, sibling.turn.job  # type: ignore[union-attr]
+        return handle, None
+
+    @contextlib.contextmanager
+    def _interrupt_at(self, handle: Handle, deadline: float) -> Iterator[threading.Event]:
+        """Interrupt ``handle`` at ``deadline`` from a short-lived timer thread, so that a
+        turn running on the waiting thread itself still stops when time is up."""
+        fired = threading.Event()
+
+        def fire() -> None:
+            fired.set()
+            self.interrupt(handle)
+
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), fire)
+        timer.name, timer.daemon = f"toolnexus-deadline {handle.id}", True
+        timer.start()
+        try:
+            yield fired
+        finally:
+            timer.cancel()
+            timer.join()
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
@@ -442,14 +531,25 @@ class Runtime:
         self.definition(name)
         return agent_tool(self, name)
 
-    def run_agent(self, name: str, prompt: str) -> AgentResult:
+    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult:
         """Spawn ``name`` under the root, run one turn on ``prompt``, close it.
 
-        A pending result leaves the handle open (suspended) for ``resume``.
+        A pending result leaves the handle open (suspended) for ``resume``. With
+        ``timeout`` (seconds) the run is interrupted when time is up and the result has
+        ``status="timeout"``: at once with worker threads, even while a tool is blocked
+        (that tool's thread is not killed: it finishes on its own, and its result is
+        dropped); inline, at the run's next step, since a tool blocking the calling
+        thread cannot be preempted.
         """
         handle = self.spawn(self.root, name)
-        self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
-        result = self._await(handle)
+        if timeout is None:
+            self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
+            result = self._await(handle)
+        else:
+            self.wake(handle, prompt)  # on a worker, so that time can run out on it
+            result = self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
+            if result.status == "timeout":
+                self.interrupt(handle)  # time is up: the run does not go on in the background
         if result.status != "pending":
             self.close(handle)
         return result
@@ -526,6 +626,7 @@ class Runtime:
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
+        trace = tracing.capture()  # the resumed turns nest where the answer came in
         jobs = []
         for position, handle in enumerate(chain):
             parent = self._tree.parent(handle)
@@ -539,6 +640,8 @@ class Runtime:
                     input=record.pending_input or "",
                     tokens_before=record.pending_tokens_before,
                     prior_turns=record.pending_turns,
+                    trace=trace,
+                    suspended_trace=record.pending_trace,
                 )
                 if position == 0:
                     turn.resume = (record.checkpoint or [], record.pending, answer)
@@ -566,12 +669,14 @@ class Runtime:
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
         ``shutdown_ms`` to finish (none with ``force``), then is interrupted. Closing the
-        root also ends every thread of the runtime."""
+        root also ends every thread of the runtime: it returns once they have ended, or
+        after ``shutdown_ms`` plus one second with a warning naming those left."""
         handle = self._tree.get(h)
+        threads_by = time.monotonic() + self._shutdown_s + _THREAD_GRACE_S  # real time, whatever the clock
         deadline = self._clock() + self._shutdown_s
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
-            self._stop_workers(deadline)
+            self._stop_workers(threads_by)
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock:
@@ -583,7 +688,7 @@ class Runtime:
             self._close_tree(child, "parent closed", deadline, force)
         if not force:
             with handle.lock:
-                handle.changed.wait_for(lambda: not handle.busy, timeout=max(0.0, deadline - self._clock()))
+                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
         while True:
             self.interrupt(handle)
             with handle.lock:
@@ -602,13 +707,22 @@ class Runtime:
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
 
+    def _unstarted(self, handle: Handle) -> bool:
+        """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
+        return self._inline and (_runnable(handle) or handle.record.queued)
+
     def _stop_workers(self, deadline: float) -> None:
+        """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
+        on the monotonic clock."""
         executor = self._executor
-        executor.shutdown(wait=False, cancel_futures=True)
-        for thread in list(getattr(executor, "_threads", ())):
-            thread.join(timeout=max(0.0, deadline - self._clock()))
-            if thread.is_alive():
-                log.warning("toolnexus worker %s is still busy after close (a tool that ignores ctx.cancelled?)", thread.name)
+        if executor is not None:  # inline: no pool
+            executor.shutdown(wait=False, cancel_futures=True)
+        threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        left = [thread.name for thread in threads if thread.is_alive()]
+        if left:
+            log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
         self._turns.engine.model.close()
 
     # --- helpers --------------------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""Team files: a team of agents and its connection, in TOML, checked before anything runs."""
+"""Team files: a team of agents and its connection, in TOML, checked before anything runs.
+
+A team file is code: ``tools = ["module:attribute"]`` imports and runs Python, so load
+only team files you trust as you would trust a script. Modules next to the team file are
+importable, but only after installed packages (a stray ``requests.py`` beside it does not
+shadow the real one).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,9 @@ from typing import Any, Callable
 
 import attrs
 
-from .agent import AgentDef
+from .agent import AgentDef, check_name
 from .data import Budget
-from .errors import ToolnexusError
+from .errors import ConfigError, ToolnexusError
 from .tools import Tool, tool
 
 
@@ -35,6 +41,10 @@ _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "
 _AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
 STYLES = ("openai", "anthropic")
+#: ``api_key_env`` may only name a variable that holds a key: upper case, ending in
+#: ``_KEY`` or ``_TOKEN`` (``OPENAI_API_KEY``, ``GROQ_API_KEY``, ``HF_TOKEN``), so a team file
+#: cannot send ``DATABASE_URL`` or ``HOME`` to its endpoint as the bearer token.
+KEY_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*_(KEY|TOKEN)")
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _END_OF_DOCUMENT = "(at end of document)"
 
@@ -87,6 +97,7 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     if not isinstance(connection, dict):
         raise fail("[connection] must be a table")
     _unknown(connection, _CONNECTION_KEYS, "[connection]", fail)
+    _check_connection(connection, fail)
     agents = data.get("agents")
     if not isinstance(agents, dict) or not agents:
         raise fail("no agents: define at least one [agents.NAME] table")
@@ -104,6 +115,24 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     if not isinstance(entry, str) or entry not in registry:
         raise fail(f"entry {entry!r} is not defined (agents: {', '.join(sorted(registry))})")
     return Team(entry=entry, connection=dict(connection), registry=registry)
+
+
+def _check_connection(connection: dict[str, Any], fail: Callable[[str], TeamFileError]) -> None:
+    for key in ("base_url", "model", "style", "api_key_env"):
+        if key in connection and not isinstance(connection[key], str):
+            raise fail(f"[connection]: {key} must be a string")
+    key_env = connection.get("api_key_env")
+    if key_env is not None and not KEY_VARIABLE.fullmatch(key_env):
+        raise fail(
+            f"[connection]: api_key_env {key_env!r} is not a key variable: name one in upper case "
+            "that ends in _KEY or _TOKEN (e.g. OPENAI_API_KEY); its value is sent to the endpoint"
+        )
+    for key, least in (("timeout_ms", 1), ("retries", 0)):
+        value = connection.get(key)
+        if value is not None and (type(value) is not int or value < least):
+            raise fail(f"[connection]: {key} must be a whole number >= {least}")
+    if "request_params" in connection and not isinstance(connection["request_params"], dict):
+        raise fail("[connection]: request_params must be a table")
 
 
 def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError]) -> None:
@@ -134,29 +163,36 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
         for key, value in budget.items():
             if type(value) is not int or value < 0:
                 raise fail(f"[agents.{name}.budget]: {key} must be a whole number >= 0")
-        budget = Budget(**budget)
+        try:
+            budget = Budget(**budget)
+        except ConfigError as exc:
+            raise fail(f"[agents.{name}.budget]: {exc}") from None
     tools = spec.get("tools", [])
     if not isinstance(tools, list) or not all(isinstance(ref, str) for ref in tools):
         raise fail(f'{where}: tools must be a list of "module:attribute" strings')
-    return AgentDef(
-        name,
-        does,
-        soul=spec.get("soul", ""),
-        model=spec.get("model", "inherit"),
-        team=tuple(team),
-        budget=budget,
-        tools=tuple(_import_tool(ref, base, where, fail) for ref in tools),
-    )
+    try:
+        check_name(name)
+        return AgentDef(
+            name,
+            does,
+            soul=spec.get("soul", ""),
+            model=spec.get("model", "inherit"),
+            team=tuple(team),
+            budget=budget,
+            tools=tuple(_import_tool(ref, base, where, fail) for ref in tools),
+        )
+    except ConfigError as exc:
+        raise fail(f"{where}: {exc}") from None
 
 
 def _import_tool(ref: str, base: str, where: str, fail: Callable[[str], TeamFileError]) -> Tool:
-    """``"module:attribute"``: a ``Tool`` or a plain function; modules next to the team
-    file are importable."""
+    """``"module:attribute"``: a ``Tool`` or a plain function. Importing it runs that
+    module's code. Modules next to the team file are importable, after installed ones."""
     module_name, _, attribute = ref.partition(":")
     if not module_name or not attribute:
         raise fail(f'{where}: tool {ref!r} must look like "module:attribute"')
     if base not in sys.path:
-        sys.path.insert(0, base)
+        sys.path.append(base)  # last: the team's folder never shadows an installed package
     try:
         value: Any = importlib.import_module(module_name)
         for part in attribute.split("."):

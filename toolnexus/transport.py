@@ -11,6 +11,7 @@ endpoint, so a fresh client or runtime per request reuses kept-alive connections
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import logging
@@ -38,7 +39,7 @@ RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 EXCERPT_CHARS = 1000  # enough for a provider's whole error object, cause included
 _MESSAGE_EXCERPT = 300
 _READ_CHUNK = 65536
-_SHARED_ENDPOINTS = 8  # idle shared connection pools kept, most recently used first
+_PREPARED_KEPT = 64  # endpoints whose prepared request is remembered
 
 
 class _TrackedConnections:
@@ -118,8 +119,8 @@ def track_host_adapter(adapter: HTTPAdapter) -> None:
 
 class _SharedSessions:
     """The library's own sessions, one per endpoint origin and pool size, leased by
-    transports. A session nobody leases keeps its idle connections for the next client or
-    runtime of that endpoint; only the least recently used idle ones beyond a few close.
+    transports (and by whoever keeps connections between runs, such as a level-1 agent).
+    When the last lease goes, the session and its connections close.
     """
 
     def __init__(self) -> None:
@@ -131,26 +132,29 @@ class _SharedSessions:
     def lease(self, url: str, pool_size: int) -> tuple[tuple[str, int], requests.Session]:
         key = (_origin(url), max(32, pool_size))
         with self._lock:
-            session = self._sessions.pop(key, None)
+            session = self._sessions.get(key)
             if session is None:
-                session = requests.Session()
+                session = self._sessions[key] = requests.Session()
                 adapter = CancellableAdapter(pool_connections=4, pool_maxsize=key[1])
                 session.mount("http://", adapter)
                 session.mount("https://", adapter)
-            self._sessions[key] = session  # most recently used last
             self._leases[key] = self._leases.get(key, 0) + 1
-            self._trim()
             return key, session
 
+    def lease_again(self, key: tuple[str, int]) -> None:
+        with self._lock:
+            self._leases[key] += 1
+
     def prepared(self, key: tuple[str, int], session: requests.Session, url: str, headers: dict[str, str]) -> _Prepared:
-        """The request template and send options for ``url``, worked out once per process."""
+        """The request template and send options for ``url``, worked out once per process
+        (they hold no connection, so they outlive the session)."""
         memo = (key, url, tuple(headers.items()))
         with self._lock:
             found = self._prepared.get(memo)
         if found is None:
             found = _prepare(session, url, headers, owned=True)
             with self._lock:
-                if len(self._prepared) >= 64:
+                if len(self._prepared) >= _PREPARED_KEPT:
                     self._prepared.clear()
                 self._prepared[memo] = found
         return found
@@ -158,15 +162,11 @@ class _SharedSessions:
     def release(self, key: tuple[str, int]) -> None:
         with self._lock:
             self._leases[key] -= 1
-            self._trim()
-
-    def _trim(self) -> None:
-        idle = [key for key in self._sessions if self._leases.get(key, 0) == 0]
-        for key in idle[: max(0, len(idle) - _SHARED_ENDPOINTS)]:
-            self._sessions.pop(key).close()
-            self._leases.pop(key, None)
-            for memo in [memo for memo in self._prepared if memo[0] == key]:
-                del self._prepared[memo]
+            if self._leases[key] > 0:
+                return
+            del self._leases[key]
+            session = self._sessions.pop(key)
+        session.close()
 
 
 _Prepared = tuple[requests.PreparedRequest, dict[str, Any]]
@@ -284,6 +284,16 @@ class Transport:
             scope.cancel()
         if self._lease is not None:
             _SHARED.release(self._lease)
+
+    def keep_connections(self) -> tuple[tuple[str, int], Callable[[], None]] | None:
+        """A hold on this endpoint's pooled connections that outlives ``close``, so that
+        the next client or runtime of the endpoint reuses them: ``(endpoint, release)``.
+        None for a host's session (the host keeps its connections itself)."""
+        key = self._lease
+        if key is None:
+            return None
+        _SHARED.lease_again(key)
+        return key, functools.partial(_SHARED.release, key)
 
     def scrub(self, text: str) -> str:
         for secret in self._secrets:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ContextManager, Iterator
 
-from . import budget as budgets, loop
+from . import budget as budgets, loop, tracing
 from .agent import AgentDef
 from .data import AgentResult, RunResult, Usage
 from .errors import Cancelled
@@ -44,8 +44,11 @@ class TurnRunner:
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
+        trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
+        self.trace = trace
         self.metrics = Metrics()
         self._store = store
         self._model = model
@@ -55,11 +58,24 @@ class TurnRunner:
         self._clock = clock
         self._lineage = lineage
         self._task_tool = task_tool
+        self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted."""
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
+
+        The turn is one ``invoke_agent`` span, nested where the turn was queued.
+        """
+        name, model = handle.definition.name, self.model_of(handle.definition)
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+            result, run = self._execute(handle, turn)
+            traced.done(result.status, result.text, result.pending)
+        if result.pending is not None:
+            turn.suspended_trace = traced.carrier()
+        return result, run
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
@@ -124,6 +140,8 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+            around_tool=self._around_tool,
+            trace=self.trace,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
