@@ -71,6 +71,9 @@ class RawServer:
         self.closing = threading.Event()
         self.received = threading.Event()  # set when any request has been read whole
         self.requests = 0
+        self.accepted = 0  # connections
+        self.ended = 0  # connections the client closed
+        self.an_end = threading.Event()  # set when the client closes a connection
         self.active = 0
         self.peak_active = 0
         self._lock = threading.Lock()  # guards: requests, active, peak_active, _conns, _threads
@@ -96,6 +99,7 @@ class RawServer:
                 return
             thread = threading.Thread(target=self._serve, args=(conn,), name="raw-server-conn", daemon=True)
             with self._lock:
+                self.accepted += 1
                 self._conns.append(conn)
                 self._threads.append(thread)
             thread.start()
@@ -106,6 +110,9 @@ class RawServer:
             while not self.closing.is_set():
                 request, buffered = _read_request(conn, buffered)
                 if request is None:
+                    with self._lock:
+                        self.ended += 1
+                    self.an_end.set()
                     return
                 with self._lock:
                     self.requests += 1

@@ -15,7 +15,7 @@ import requests
 from _helpers import EMPTY_SCHEMA, HANG
 from _rawserver import RawServer, completion, drip, tool_call
 from conftest import run_in_thread
-from toolnexus import AgentDef, Client, LLMError, Runtime, Tool
+from toolnexus import AgentDef, Client, LLMError, Runtime, Tool, agent
 from toolnexus.errors import Cancelled, LLMTimeout
 
 PROMPT = 1.0  # "promptly": generous for a loaded 2-core machine, far below any stall
@@ -373,3 +373,37 @@ def test_a_turn_waiting_for_a_slot_is_interrupted_at_once(servers, via):
         assert toolnexus_threads_since(before) == []
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
+
+
+# --- connections across runs ----------------------------------------------------------------------
+
+
+def test_level_one_runs_reuse_one_kept_alive_connection_and_agent_close_ends_it():
+    server = RawServer(lambda ex: ex.reply(completion("hi")))
+    try:
+        solo = agent("solo", does="Answers.")
+        for _ in range(3):
+            assert solo.run("go", base_url=server.base_url, model="m").text == "hi"
+        assert server.requests == 3
+        assert server.accepted == 1  # not a new TCP connection per run
+        assert not server.an_end.is_set()
+        solo.close()
+        assert server.an_end.wait(HANG)
+        assert server.ended == 1
+    finally:
+        server.close()
+
+
+def test_closing_the_last_client_of_an_endpoint_closes_its_connections(via):
+    server = RawServer(lambda ex: ex.reply(completion("hi")))
+    try:
+        one = Client(base_url=server.base_url, model="m", **via)
+        two = Client(base_url=server.base_url, model="m", **via)
+        assert one.run("a").text == "hi" and two.run("b").text == "hi"
+        one.close()
+        if "session" in via:
+            via["session"].close()  # the host's session is the host's to close
+        two.close()
+        assert server.an_end.wait(HANG)
+    finally:
+        server.close()

@@ -127,6 +127,7 @@ class _SharedSessions:
         self._lock = threading.Lock()  # guards: _sessions, _leases, _prepared
         self._sessions: dict[tuple[str, int], requests.Session] = {}
         self._leases: dict[tuple[str, int], int] = {}
+        self._pools: dict[tuple[str, int], list[Any]] = {}  # connection pools used directly
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
 
     def lease(self, url: str, pool_size: int) -> tuple[tuple[str, int], requests.Session]:
@@ -140,6 +141,16 @@ class _SharedSessions:
                 session.mount("https://", adapter)
             self._leases[key] = self._leases.get(key, 0) + 1
             return key, session
+
+    def direct_pool(self, key: tuple[str, int], adapter: HTTPAdapter, template: requests.PreparedRequest, send_kwargs: dict[str, Any]) -> Any:
+        """The adapter's connection pool for ``template``'s URL, remembered so that the
+        last release closes its connections (urllib3 leaves that to garbage collection)."""
+        pool = adapter.get_connection_with_tls_context(template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
+        with self._lock:
+            known = self._pools.setdefault(key, [])
+            if not any(each is pool for each in known):
+                known.append(pool)
+        return pool
 
     def lease_again(self, key: tuple[str, int]) -> None:
         with self._lock:
@@ -166,6 +177,9 @@ class _SharedSessions:
                 return
             del self._leases[key]
             session = self._sessions.pop(key)
+            pools = self._pools.pop(key, [])
+        for pool in pools:
+            pool.close()
         session.close()
 
 
@@ -407,11 +421,8 @@ class Transport:
             return None
         pool = self._pool
         if pool is None or pool.pool is None:  # first use, or closed with its session
-            adapter = self._adapter
-            assert adapter is not None
-            pool = self._pool = adapter.get_connection_with_tls_context(
-                self._template, self._send_kwargs["verify"], self._send_kwargs["proxies"], self._send_kwargs["cert"]
-            )
+            assert self._adapter is not None and self._lease is not None
+            pool = self._pool = _SHARED.direct_pool(self._lease, self._adapter, self._template, self._send_kwargs)
         return pool
 
     def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any]) -> bytes:
