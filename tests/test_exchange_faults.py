@@ -407,3 +407,14 @@ def test_closing_the_last_client_of_an_endpoint_closes_its_connections(via):
         assert server.an_end.wait(HANG)
     finally:
         server.close()
+
+
+def test_a_gzip_encoded_reply_is_decoded(servers, via):
+    import gzip
+
+    body = gzip.compress(completion("packed"))
+    server = servers(lambda ex: ex.reply(body, extra="Content-Encoding: gzip\r\n"))
+    with Client(base_url=server.base_url, model="m", retries=0, **via) as client:
+        assert run_in_thread(lambda: client.run("go"), HANG).text == "packed"
+    with Client(base_url=server.base_url, model="m", retries=0, timeout_ms=5000, **via) as client:
+        assert run_in_thread(lambda: client.run("go"), HANG).text == "packed"

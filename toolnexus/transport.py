@@ -438,25 +438,17 @@ class Transport:
             http.client.HTTPConnection.request(conn, "POST", self._template.path_url, body=payload, headers=headers)
             conn.sock.settimeout(_remaining(deadline))
             reply = http.client.HTTPConnection.getresponse(conn)
-            raw = urllib3.response.HTTPResponse(
-                body=reply,
-                headers=urllib3.HTTPHeaderDict(reply.msg.items()),
-                status=reply.status,
-                version=reply.version,
-                reason=reply.reason,
-                preload_content=False,
-                decode_content=False,
-                original_response=reply,
-                enforce_content_length=True,
-                request_method="POST",
-            )
-            got.append(raw)
-            content = _read_body(raw, deadline, conn.sock)
+            if reply.getheader("Content-Encoding", "identity").lower() == "identity":
+                got.append(reply)  # nothing to decode: read it as it is
+                content = _read_body(reply, deadline, conn.sock)
+            else:
+                got.append(_decoding(reply))
+                content = _read_body(got[0], deadline, conn.sock)
         except BaseException:
             conn.close()
             pool._put_conn(None)
             raise
-        if raw.headers.get("Connection", "").lower() == "close" or raw.version == 10:
+        if got[0].headers.get("Connection", "").lower() == "close" or reply.version == 10:
             conn.close()
         pool._put_conn(conn)
         return content
@@ -514,31 +506,49 @@ class _Registration:
             self._transport._live.discard(self._scope)
 
 
+def _decoding(reply: http.client.HTTPResponse) -> Any:
+    """A reply with a ``Content-Encoding``, wrapped so that reading it decodes it."""
+    return urllib3.response.HTTPResponse(
+        body=reply,
+        headers=urllib3.HTTPHeaderDict(reply.msg.items()),
+        status=reply.status,
+        version=reply.version,
+        reason=reply.reason,
+        preload_content=False,
+        decode_content=True,
+        original_response=reply,
+        enforce_content_length=True,
+        request_method="POST",
+    )
+
+
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.001, deadline - time.monotonic())
 
 
 def _read_body(raw: Any, deadline: float | None, sock: socket.socket | None) -> bytes:
-    """The whole body; with a deadline each read waits only for the time that is left,
-    so a reply dripping one byte at a time cannot outlast it."""
+    """The whole body (``raw`` is a stdlib or a urllib3 response, read decoded); with a
+    deadline each read waits only for the time that is left, so a reply dripping one byte
+    at a time cannot outlast it."""
+    plain = isinstance(raw, http.client.HTTPResponse)
     try:
         if deadline is None:
-            return bytes(raw.read(decode_content=True))
+            return bytes(raw.read() if plain else raw.read(decode_content=True))
         parts: list[bytes] = []
-        read = getattr(raw, "read1", None) or raw.read
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("the reply body did not complete before the deadline")
             if sock is not None:
                 sock.settimeout(remaining)
-            chunk = read(_READ_CHUNK, decode_content=True)
+            chunk = raw.read1(_READ_CHUNK) if plain else raw.read1(_READ_CHUNK, decode_content=True)
             if not chunk:
                 return b"".join(parts)
             parts.append(chunk)
     except BaseException:
         raw.close()
-        raw.release_conn()
+        if not plain:
+            raw.release_conn()
         raise
 
 
