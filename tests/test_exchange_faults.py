@@ -60,6 +60,25 @@ class RecordingTool:
         return Tool(name="record", description="Records a call.", input_schema=EMPTY_SCHEMA, execute=run)
 
 
+class RunInBackground:
+    """``client.run("go")`` on a thread of its own; ``error`` is what it raised."""
+
+    def __init__(self, client):
+        self.error = None
+        self._thread = threading.Thread(target=self._run, args=(client,), daemon=True)
+        self._thread.start()
+
+    def _run(self, client):
+        try:
+            client.run("go")
+        except Exception as exc:
+            self.error = exc
+
+    def ended_within(self, seconds):
+        self._thread.join(seconds)
+        return not self._thread.is_alive()
+
+
 def runtime(server, via, tools=(), **options):
     options.setdefault("retries", 0)
     agent = AgentDef("m", "Talks over HTTP.", tools=list(tools))
@@ -143,21 +162,11 @@ def test_close_of_a_bare_client_ends_a_run_reading_a_stalled_body(servers, via):
     begun = threading.Event()
     server = servers(stalled_body(begun))
     client = Client(base_url=server.base_url, model="m", retries=0, **via)
-    outcome = {}
-
-    def run():
-        try:
-            client.run("go")
-        except Exception as exc:
-            outcome["error"] = exc
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
+    runner = RunInBackground(client)
     assert begun.wait(HANG)
     client.close()
-    runner.join(PROMPT)
-    assert not runner.is_alive()
-    assert isinstance(outcome["error"], Cancelled)
+    assert runner.ended_within(PROMPT)
+    assert isinstance(runner.error, Cancelled)
 
 
 # --- a dripping body ----------------------------------------------------------------------------
@@ -277,42 +286,32 @@ def test_a_retry_after_beyond_max_retry_after_s_fails_at_once_with_429(servers, 
     assert server.requests == 1
 
 
-def test_close_cuts_a_retry_after_wait_short(servers, via):
-    answered = threading.Event()
+def slow_down(answered):
+    """A 429 asking for a 30 s wait; ``answered`` is set once it is sent."""
 
     def script(ex):
         ex.reply(b'{"error":"slow down"}', status=429, extra="Retry-After: 30\r\n")
         answered.set()
 
-    server = servers(script)
+    return script
+
+
+def test_close_cuts_a_retry_after_wait_short(servers, via):
+    answered = threading.Event()
+    server = servers(slow_down(answered))
     client = Client(base_url=server.base_url, model="m", retries=2, **via)
-    outcome = {}
-
-    def run():
-        try:
-            client.run("go")
-        except Exception as exc:
-            outcome["error"] = exc
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
+    runner = RunInBackground(client)
     assert answered.wait(HANG)
     begun = time.monotonic()
     client.close()
-    runner.join(PROMPT)
-    assert not runner.is_alive() and time.monotonic() - begun < PROMPT
-    assert isinstance(outcome["error"], Cancelled)
+    assert runner.ended_within(PROMPT) and time.monotonic() - begun < PROMPT
+    assert isinstance(runner.error, Cancelled)
     assert server.requests == 1
 
 
 def test_interrupt_cuts_a_retry_after_wait_short(servers, via):
     answered = threading.Event()
-
-    def script(ex):
-        ex.reply(b'{"error":"slow down"}', status=429, extra="Retry-After: 30\r\n")
-        answered.set()
-
-    server = servers(script)
+    server = servers(slow_down(answered))
     rt = runtime(server, via, retries=2)
     try:
         h = rt.spawn(rt.root, "m")
