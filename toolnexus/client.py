@@ -18,6 +18,7 @@ from . import loop, tracing
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
 from .errors import ToolnexusError
+from .hooks import HooksLike
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore, guard_for
@@ -65,7 +66,7 @@ class Client:
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
         max_retry_after_s: float = 60,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         on_error: Callable[[dict[str, Any]], str] | None = None,
         wait_for: Callable[[Request], Answer] | None = None,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .toolkit import Toolkit
     from .transport import Transport
 
-_REFUSED_PARAMS = ("messages", "tools", "stream")
+REFUSED_PARAMS = ("messages", "tools", "stream")
 _CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|api-key)$|key|token|secret", re.IGNORECASE)
 
 
@@ -55,6 +55,7 @@ class WireStyle(Protocol):
     def tool_calls_of(self, message: dict[str, Any]) -> list[ToolCall]: ...
     def tool_result_messages(self, results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]: ...
     def tool_results_in(self, messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]: ...
+    def answer_every_call(self, messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -229,13 +230,18 @@ def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEng
             unknown style, or a key or header that could not be sent as it is.
     """
     from .styles import get_style
+    from .wire import check_json
 
     if options.generate is None and not options.base_url:
         raise ConfigError("give either base_url (an HTTP endpoint) or generate (an in-process model)")
     params = dict(options.request_params or {})
-    refused = [key for key in _REFUSED_PARAMS if key in params]
+    refused = [key for key in REFUSED_PARAMS if key in params]
     if refused:
         raise ConfigError(f"request_params may not set {', '.join(refused)}")
+    try:
+        check_json(options.request_params, "request_params")
+    except WireError as exc:
+        raise ConfigError(str(exc)) from None
     if options.generate is not None:
         return InProcessEngine(options.generate)
     wire = get_style(options.style)

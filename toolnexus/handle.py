@@ -175,9 +175,18 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
     """The turn's input: the prompt, then the inbox as numbered provenance lines.
 
     Consecutive timer ticks collapse into one ``tick ×N`` item; items from outside the
-    handle's ancestry are listed last, under a heading marking them untrusted.
+    handle's ancestry are listed last, under a heading marking them untrusted. An item
+    cannot forge that structure: every line of its text after the first is indented and
+    marked ``|``, and its sender and channel stay on one line, so no line of an item
+    starts like a heading or another numbered item.
     """
-    merged = _collapse_ticks(items)
+
+    def fenced(item: InboxItem) -> InboxItem:
+        first, *rest = item.text.splitlines() or [""]
+        text = first + "".join(f"\n   | {line}" for line in rest)
+        return InboxItem(sender=" ".join(item.sender.splitlines()), channel=" ".join(item.channel.splitlines()), text=text)
+
+    merged = [(fenced(item), count) for item, count in _collapse_ticks(items)]
     inside = [(item, count) for item, count in merged if item.sender in trusted]
     outside = [(item, count) for item, count in merged if item.sender not in trusted]
     lines: list[str] = []

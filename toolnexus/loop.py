@@ -22,6 +22,7 @@ from . import _jobs, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
+from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext
 from ._cancel import CancelScope, TurnGate
@@ -62,6 +63,8 @@ class Engine:
 
     model: ModelEngine
     executor: Callable[[], Executor | None] = lambda: None
+    #: Warnings this client (or runtime) logs only once.
+    once: Once = attrs.field(factory=Once, eq=False, repr=False)
 
     @property
     def style(self) -> WireStyle:
@@ -98,6 +101,7 @@ class _State:
     usage: Usage = Usage()
     turns: int = 0
     text: str = ""
+    finish_reason: str | None = None
 
 
 @attrs.frozen
@@ -113,11 +117,20 @@ LIMIT_TEXT = {
     "maxToolCalls": "budget exhausted: tool-call pool spent",
     "maxWallMs": "wall-clock limit reached",
 }
+#: The server cut the final answer at its output-token limit; the text stays as it came.
+MAX_OUTPUT_TOKENS = "maxOutputTokens"
+#: The result given to a tool call that a stored transcript left without one (a run that
+#: ended pending with several calls, then went on with a new prompt).
+NOT_RUN = ToolResult(output="not run: the run stopped before this call was made", is_error=True)
 
 
 def initial_messages(style: WireStyle, system: str | None, history: list[dict[str, Any]] | None, prompt: str) -> list[dict[str, Any]]:
-    """System message (if the style carries one and history lacks it), history, the prompt."""
-    history = list(history or [])
+    """System message (if the style carries one and history lacks it), history, the prompt.
+
+    Every tool call in the history gets exactly one result (``NOT_RUN`` for those that
+    have none), so the transcript stays valid to send.
+    """
+    history = style.answer_every_call(list(history or []), NOT_RUN)
     head = [] if history and history[0].get("role") == "system" else style.system_messages(system)
     return [*head, *history, style.user_message(prompt)]
 
@@ -173,8 +186,11 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         if limit is not None:
             return _result(spec, state, "incomplete", limit=limit)
         reply = _call_model(engine, spec, state, tools)
+        state.finish_reason = reply.finish_reason
+        if reply.usage_missing:
+            engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
         if not reply.tool_calls:
-            return _result(spec, state, "done")
+            return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
         halted = _tool_phase(engine, spec, toolkit, state, reply.tool_calls)
         if halted is not None:
             return _result(spec, state, "pending", pending=halted)
@@ -194,7 +210,7 @@ def _check_cancel(spec: RunSpec) -> None:
 
 def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None) -> RunResult:
     text = state.text
-    if limit is not None:
+    if limit is not None and limit in LIMIT_TEXT:
         text = f"{text}\n[{LIMIT_TEXT[limit]}]" if text else LIMIT_TEXT[limit]
     if pending is not None:
         text = pending.prompt
@@ -209,6 +225,7 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
         status=status,
         limit=limit,
         pending=pending,
+        finish_reason=state.finish_reason,
     )
 
 
@@ -239,7 +256,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.on_usage(reply.usage)  # may raise Cancelled: the turn is no longer the handle's
     state.turns = turn
     state.usage = state.usage + reply.usage
-    state.messages.append(reply.message)
+    if not reply.empty:  # an empty assistant message would make the transcript invalid
+        state.messages.append(reply.message)
     state.text = reply.text
     if spec.hooks.after_llm is not None:
         spec.hooks.after_llm(response=reply.message, model=spec.model, turn=turn)
@@ -372,6 +390,8 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
             change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
             if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
                 result = change["result"]
+        if not isinstance(result.output, str):
+            result = attrs.evolve(result, output=str(result.output))
         traced.result(result)
     _emit_tool(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)

@@ -25,6 +25,7 @@ from ._cancel import TurnGate
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from .hooks import HooksLike
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -76,7 +77,7 @@ class Runtime:
         inbox_cap: int = 64,
         max_concurrent_turns: int | None = None,
         shutdown_ms: int = 5000,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
         inline: bool = False,
@@ -442,6 +443,7 @@ class Runtime:
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
+                        turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
                     handle.changed.wait(remaining)
                 continue
@@ -453,8 +455,9 @@ class Runtime:
             with owner.lock:
                 result = owner.record.result
             if fired.is_set() and result is not None and result.status == "interrupted":
+                turns = result.turns if owner is handle else 0  # a sibling's turn is not this handle's
                 break
-        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+        return AgentResult(text="", status="timeout", turns=turns, total_tokens=record.tokens, handle_id=record.id)
 
     def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
         """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
@@ -490,11 +493,15 @@ class Runtime:
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
-        or spawned and woken. A refused spawn is an error result."""
+        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
+        is not reattached: the repeated call is a retry and runs a fresh child, which the
+        index then names. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             entry = parent.record.task_keys.get(key)
             child = self._tree.get(entry[1]) if entry is not None and entry[0] == serial else None
+            if child is not None and _ended_in_failure(child):
+                child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
@@ -574,11 +581,11 @@ class Runtime:
                 turn, handle.turn = handle.turn, None
                 record.inbox, record.taken = record.taken + record.inbox, []
                 handle.move(IDLE)
-                handle.publish(_interrupted(record))
+                handle.publish(_interrupted(record, self._turns.turn_calls(turn) if turn is not None else 0))
             elif record.queued and parent is not None:
                 record.queued = False
                 parent.record.wake_queue.remove(record.id)
-                handle.publish(_interrupted(record))
+                handle.publish(_interrupted(record, 0))
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
         if settling is not None:
@@ -607,10 +614,11 @@ class Runtime:
                 record = handle.record
                 if record.state != SUSPENDED or record.pending is None or record.pending.id != request_id:
                     continue
+                turns = record.pending_turns
                 record.pending = record.checkpoint = record.pending_input = None
                 record.inbox, record.taken = record.taken + record.inbox, []
                 handle.move(IDLE)
-                handle.publish(_interrupted(record))
+                handle.publish(_interrupted(record, turns))
 
     def resume(self, answer: Answer) -> None:
         """Route ``answer`` to the deepest handle suspended on its request; that handle
@@ -750,13 +758,24 @@ def _stamp_path(request: Request, handle_id: str) -> Request:
     return attrs.evolve(request, data=data)
 
 
+_RETRIED_STATUSES = ("error", "interrupted", "timeout")
+
+
+def _ended_in_failure(child: Handle) -> bool:
+    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
+    with child.lock:
+        record = child.record
+        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
+
+
 def _runnable(handle: Handle) -> bool:
     turn = handle.turn
     return turn is not None and turn.job is not None and not turn.job.claimed
 
 
-def _interrupted(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="interrupted", status="interrupted", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+def _interrupted(record: HandleRecord, turns: int) -> AgentResult:
+    """``turns``: the model calls of the turn that was interrupted."""
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
 
 
 def _closed_result(record: HandleRecord) -> AgentResult:
