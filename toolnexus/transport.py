@@ -11,6 +11,7 @@ endpoint, so a fresh client or runtime per request reuses kept-alive connections
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
 import json
@@ -303,10 +304,12 @@ class Transport:
         """A hold on this endpoint's pooled connections that outlives ``close``, so that
         the next client or runtime of the endpoint reuses them: ``(endpoint, release)``.
         None for a host's session (the host keeps its connections itself)."""
-        key = self._lease
+        with self._lock:
+            key = self._lease if not self._closed else None
+            if key is not None:
+                _SHARED.lease_again(key)  # while this transport's own lease still holds
         if key is None:
             return None
-        _SHARED.lease_again(key)
         return key, functools.partial(_SHARED.release, key)
 
     def scrub(self, text: str) -> str:
@@ -355,8 +358,20 @@ class Transport:
             raise self._error(cause, status=error.status, excerpt=error.body_excerpt)
         return _retry_delay(reply, attempt, self._retry_base_ms)
 
-    def _registered(self, scope: CancelScope) -> _Registration:
-        return _Registration(self, scope)
+    @contextlib.contextmanager
+    def _registered(self, scope: CancelScope) -> Iterator[None]:
+        """Make the scope of one ``post_json`` call known, so that ``close`` reaches it."""
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._live.add(scope)
+        if closed:
+            raise LLMError(self._message("the client is closed"), status=None, url=self.public_url, cause="the client is closed")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._live.discard(scope)
 
     def _ask_on_error(self, error: LLMError, status: int | None, attempt: int, retryable: bool) -> bool:
         info = {"error": str(error), "status": status, "attempt": attempt, "retryable": retryable}
@@ -484,26 +499,6 @@ class Transport:
         if excerpt and status is not None:
             message = f"{message}: {' '.join(excerpt.split())[:_MESSAGE_EXCERPT]}"
         return LLMError(message, status=status, body_excerpt=excerpt, url=self.public_url, cause=cause)
-
-
-class _Registration:
-    """The scope of one ``post_json`` call, known to the transport so ``close`` reaches it."""
-
-    def __init__(self, transport: Transport, scope: CancelScope) -> None:
-        self._transport, self._scope = transport, scope
-
-    def __enter__(self) -> None:
-        transport = self._transport
-        with transport._lock:
-            closed = transport._closed
-            if not closed:
-                transport._live.add(self._scope)
-        if closed:
-            raise LLMError(transport._message("the client is closed"), status=None, url=transport.public_url, cause="the client is closed")
-
-    def __exit__(self, *exc: object) -> None:
-        with self._transport._lock:
-            self._transport._live.discard(self._scope)
 
 
 def _decoding(reply: http.client.HTTPResponse) -> Any:
