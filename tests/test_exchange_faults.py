@@ -417,3 +417,38 @@ def test_a_gzip_encoded_reply_is_decoded(servers, via):
         assert run_in_thread(lambda: client.run("go"), HANG).text == "packed"
     with Client(base_url=server.base_url, model="m", retries=0, timeout_ms=5000, **via) as client:
         assert run_in_thread(lambda: client.run("go"), HANG).text == "packed"
+
+
+def test_a_host_adapter_keeps_its_own_pool_class_and_its_calls_stay_interruptible(servers):
+    from requests.adapters import HTTPAdapter
+    from urllib3.connectionpool import HTTPConnectionPool
+
+    opened = []
+
+    class CountingPool(HTTPConnectionPool):
+        def urlopen(self, *args, **kwargs):
+            opened.append(self.host)
+            return super().urlopen(*args, **kwargs)
+
+    class CountingAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args, **kwargs):
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = {"http": CountingPool, "https": self.poolmanager.pool_classes_by_scheme["https"]}
+
+    session = requests.Session()
+    session.mount("http://", CountingAdapter())
+    begun = threading.Event()
+    server = servers(stalled_body(begun))
+    rt = runtime(server, {"session": session})
+    try:
+        h = rt.spawn(rt.root, "m")
+        rt.wake(h, "go")
+        assert begun.wait(HANG)
+        rt.interrupt(h)
+        assert run_in_thread(lambda: rt.wait(h, timeout=HANG), PROMPT).status == "interrupted"
+        _, took = timed(lambda: run_in_thread(lambda: rt.close(rt.root), HANG))
+        assert took < PROMPT
+        assert opened == ["127.0.0.1"]
+    finally:
+        run_in_thread(lambda: rt.close(rt.root), HANG)
+        session.close()

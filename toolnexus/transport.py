@@ -96,26 +96,46 @@ class CancellableAdapter(HTTPAdapter):
 def track_host_adapter(adapter: HTTPAdapter) -> None:
     """Make a host session's adapter hand its connections to the calling thread's scope.
 
-    Only the pool classes change (a tracked pool behaves exactly like the stock one when
-    no toolnexus call is running on the thread); idle pools created before are dropped so
-    that every later connection is tracked.
+    Only the pool classes change, each to a subclass of the one the adapter had (a
+    tracked pool behaves exactly like it when no toolnexus call runs on the thread); idle
+    pools created before are dropped so that every later connection is tracked.
     """
-    manager = adapter.poolmanager
-    if manager.pool_classes_by_scheme is _TRACKED_POOLS:
+    if getattr(adapter, "_toolnexus_tracked", False):
         return
-    manager.pool_classes_by_scheme = _TRACKED_POOLS
-    manager.clear()
+    _track_manager(adapter.poolmanager)
     for proxy_manager in adapter.proxy_manager.values():
-        proxy_manager.pool_classes_by_scheme = _TRACKED_POOLS
-        proxy_manager.clear()
+        _track_manager(proxy_manager)
     plain = adapter.proxy_manager_for
 
     def proxy_manager_for(proxy: str, **proxy_kwargs: Any) -> Any:
         manager = plain(proxy, **proxy_kwargs)
-        manager.pool_classes_by_scheme = _TRACKED_POOLS
+        _track_manager(manager)
         return manager
 
     adapter.proxy_manager_for = proxy_manager_for  # type: ignore[method-assign]
+    adapter._toolnexus_tracked = True  # type: ignore[attr-defined]
+
+
+def _track_manager(manager: Any) -> None:
+    classes = manager.pool_classes_by_scheme
+    if all(issubclass(cls, _TrackedConnections) for cls in classes.values()):
+        return
+    manager.pool_classes_by_scheme = {scheme: _tracked(cls) for scheme, cls in classes.items()}
+    manager.clear()
+
+
+_TRACKED_SUBCLASSES: dict[type, type] = {HTTPConnectionPool: _TrackedHTTPPool, HTTPSConnectionPool: _TrackedHTTPSPool}
+_TRACKED_LOCK = threading.Lock()  # guards: _TRACKED_SUBCLASSES
+
+
+def _tracked(cls: type) -> type:
+    if issubclass(cls, _TrackedConnections):
+        return cls
+    with _TRACKED_LOCK:
+        found = _TRACKED_SUBCLASSES.get(cls)
+        if found is None:
+            found = _TRACKED_SUBCLASSES[cls] = type(f"Tracked{cls.__name__}", (_TrackedConnections, cls), {})
+        return found
 
 
 class _SharedSessions:
