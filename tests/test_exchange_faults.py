@@ -89,6 +89,19 @@ def toolnexus_threads_since(before):
     return [t.name for t in threading.enumerate() if t.name.startswith("toolnexus") and t not in before and t.is_alive()]
 
 
+def interrupt_then_close(rt, signal):
+    """Wake ``m`` and interrupt it once ``signal`` is set: the turn ends ``interrupted``
+    at once and closing the runtime is prompt."""
+    h = rt.spawn(rt.root, "m")
+    rt.wake(h, "go")
+    assert signal.wait(HANG)
+    rt.interrupt(h)
+    assert run_in_thread(lambda: rt.wait(h, timeout=HANG), PROMPT).status == "interrupted"
+    _, took = timed(lambda: run_in_thread(lambda: rt.close(rt.root), HANG))
+    assert took < PROMPT
+    return h
+
+
 def timed(fn):
     begun = time.monotonic()
     outcome = fn()
@@ -314,13 +327,7 @@ def test_interrupt_cuts_a_retry_after_wait_short(servers, via):
     server = servers(slow_down(answered))
     rt = runtime(server, via, retries=2)
     try:
-        h = rt.spawn(rt.root, "m")
-        rt.wake(h, "go")
-        assert answered.wait(HANG)
-        rt.interrupt(h)
-        assert run_in_thread(lambda: rt.wait(h, timeout=HANG), PROMPT).status == "interrupted"
-        _, took = timed(lambda: run_in_thread(lambda: rt.close(rt.root), HANG))
-        assert took < PROMPT
+        interrupt_then_close(rt, answered)
         assert server.requests == 1
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
@@ -441,13 +448,7 @@ def test_a_host_adapter_keeps_its_own_pool_class_and_its_calls_stay_interruptibl
     server = servers(stalled_body(begun))
     rt = runtime(server, {"session": session})
     try:
-        h = rt.spawn(rt.root, "m")
-        rt.wake(h, "go")
-        assert begun.wait(HANG)
-        rt.interrupt(h)
-        assert run_in_thread(lambda: rt.wait(h, timeout=HANG), PROMPT).status == "interrupted"
-        _, took = timed(lambda: run_in_thread(lambda: rt.close(rt.root), HANG))
-        assert took < PROMPT
+        interrupt_then_close(rt, begun)
         assert opened == ["127.0.0.1"]
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
