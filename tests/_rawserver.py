@@ -70,6 +70,7 @@ class RawServer:
         self.release = threading.Event()
         self.closing = threading.Event()
         self.received = threading.Event()  # set when any request has been read whole
+        self.last_request = b""  # the raw bytes of the latest request
         self.requests = 0
         self.accepted = 0  # connections
         self.ended = 0  # connections the client closed
@@ -115,6 +116,7 @@ class RawServer:
                     self.an_end.set()
                     return
                 with self._lock:
+                    self.last_request = request
                     self.requests += 1
                     index = self.requests
                     self.active += 1

@@ -453,3 +453,21 @@ def test_a_host_adapter_keeps_its_own_pool_class_and_its_calls_stay_interruptibl
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
         session.close()
+
+
+def test_the_request_on_the_wire_has_its_headers_and_the_whole_body(servers, via):
+    import json
+
+    server = servers(lambda ex: ex.reply(completion("hi")))
+    with Client(base_url=server.base_url, model="m", api_key="k-123", headers={"X-Team": "blue"}, **via) as client:
+        assert client.run("go").text == "hi"
+    head, _, body = server.last_request.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    assert lines[0] == "POST /v1/chat/completions HTTP/1.1"
+    assert headers["host"] == f"127.0.0.1:{server.port}"
+    assert headers["authorization"] == "Bearer k-123"
+    assert headers["x-team"] == "blue"
+    assert headers["content-type"] == "application/json"
+    assert int(headers["content-length"]) == len(body)
+    assert json.loads(body)["messages"] == [{"role": "user", "content": "go"}]

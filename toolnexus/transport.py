@@ -289,7 +289,7 @@ class Transport:
             # called directly.
             self._adapter: HTTPAdapter | None = session.get_adapter(url)  # type: ignore[assignment]
             direct = _URLLIB3_2 and not requests.utils.select_proxy(url, self._send_kwargs["proxies"])
-            self._direct_headers = dict(self._template.headers) if direct else None
+            self._direct_head = _request_head(url, self._template) if direct else None
         else:
             # A host's session goes through Session.send and keeps its hooks and cookies;
             # its settings are the host's to change, so they are read for each transport.
@@ -298,7 +298,7 @@ class Transport:
                 track_host_adapter(adapter)
             self._template, self._send_kwargs = _prepare(session, url, headers, owned=False)
             self._adapter = None
-            self._direct_headers = None
+            self._direct_head = None
         self._pool: Any = None
         self._session = session
         self._lock = threading.Lock()  # guards: _live, _closed
@@ -452,7 +452,7 @@ class Transport:
         """The connection pool to talk to directly, below ``HTTPAdapter.send``: for the
         library's own session with no proxy, unless ``HTTPAdapter.send`` has been replaced
         (by a mocking or instrumentation library), which is then honoured."""
-        if self._direct_headers is None or HTTPAdapter.send is not _STOCK_SEND:
+        if self._direct_head is None or HTTPAdapter.send is not _STOCK_SEND:
             return None
         pool = self._pool
         if pool is None or pool.pool is None:  # first use, or closed with its session
@@ -462,28 +462,27 @@ class Transport:
 
     def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any]) -> bytes:
         """One request on a pooled connection: what ``HTTPAdapter.send`` does, without the
-        per-call work that never changes for this endpoint."""
-        headers = dict(self._direct_headers)  # type: ignore[arg-type]
-        headers["Content-Length"] = str(len(payload))
+        per-call work that never changes for this endpoint. The request line and headers
+        are worked out once; each request goes out in one write."""
         conn = pool._get_conn()  # handed to the calling thread's scope by the tracked pool
         try:
             conn.timeout = _remaining(deadline)
-            # The stdlib's request path sends the headers and a bytes body in one write
-            # (urllib3's writes them apart: two wake-ups of the server per request).
-            http.client.HTTPConnection.request(conn, "POST", self._template.path_url, body=payload, headers=headers)
+            if conn.sock is None:
+                conn.connect()
             conn.sock.settimeout(_remaining(deadline))
-            reply = http.client.HTTPConnection.getresponse(conn)
+            conn.sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._direct_head, len(payload), payload))
+            reply = http.client.HTTPResponse(conn.sock, method="POST")
+            reply.begin()
             if reply.getheader("Content-Encoding", "identity").lower() == "identity":
                 got.append(reply)  # nothing to decode: read it as it is
-                content = _read_body(reply, deadline, conn.sock)
             else:
                 got.append(_decoding(reply))
-                content = _read_body(got[0], deadline, conn.sock)
+            content = _read_body(got[0], deadline, conn.sock)
         except BaseException:
             conn.close()
             pool._put_conn(None)
             raise
-        if got[0].headers.get("Connection", "").lower() == "close" or reply.version == 10:
+        if reply.will_close:
             conn.close()
         pool._put_conn(conn)
         return content
@@ -519,6 +518,23 @@ class Transport:
         if excerpt and status is not None:
             message = f"{message}: {' '.join(excerpt.split())[:_MESSAGE_EXCERPT]}"
         return LLMError(message, status=status, body_excerpt=excerpt, url=self.public_url, cause=cause)
+
+
+def _request_head(url: str, template: requests.PreparedRequest) -> bytes:
+    """The request line and the fixed headers of every POST to ``url`` (the headers were
+    checked when the template was prepared); ``Content-Length`` follows per request."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    default_port = 443 if parts.scheme.lower() == "https" else 80
+    if parts.port and parts.port != default_port:
+        host = f"{host}:{parts.port}"
+    lines = [f"POST {template.path_url} HTTP/1.1", f"Host: {host}"]
+    for name, value in template.headers.items():
+        if name.lower() not in ("host", "content-length"):
+            lines.append(f"{name}: {value.decode('latin-1') if isinstance(value, bytes) else value}")
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
 def _decoding(reply: http.client.HTTPResponse) -> Any:
