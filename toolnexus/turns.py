@@ -28,6 +28,7 @@ from .metrics import Metrics, emitter
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
+from ._cancel import TurnGate
 from .wire import to_wire
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class TurnRunner:
         model: str,
         hooks: Any,
         on_metric: Callable[[dict[str, Any]], Any] | None,
-        gate: ContextManager[Any] | None,
+        gate: TurnGate | None,
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
@@ -193,6 +194,8 @@ class TurnRunner:
     def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
         self._count_call(turn)
         with handle.lock:
+            if handle.turn is not turn:  # interrupted while the reply arrived: not charged
+                raise Cancelled("the turn was interrupted before its reply was charged")
             handle.charge_model_call()
         for each in self._lineage(handle):
             with each.lock:
@@ -259,7 +262,14 @@ class DurableJournal:
         self._counted()
         data = found[1]
         calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
-        return ModelReply(message=data["message"], text=data["text"], tool_calls=calls, usage=Usage(**data["usage"]))
+        return ModelReply(
+            message=data["message"],
+            text=data["text"],
+            tool_calls=calls,
+            usage=Usage(**data["usage"]),
+            finish_reason=data.get("finish_reason"),
+            truncated=data.get("truncated", False),
+        )
 
     def record_model(self, step: int, reply: ModelReply) -> None:
         payload = {
@@ -267,6 +277,8 @@ class DurableJournal:
             "text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
             "usage": attrs.asdict(reply.usage),
+            "finish_reason": reply.finish_reason,
+            "truncated": reply.truncated,
         }
         self._counted()
         with self._ledger() as chain:
