@@ -30,6 +30,7 @@ from .errors import (
     WireError,
 )
 from .handle import Handle
+from .hooks import HookFunctions, HooksLike
 from .runtime import Runtime
 from .store import ConversationStore, InMemoryStore, LockingStore
 from .toolkit import Toolkit
@@ -53,6 +54,8 @@ __all__ = [
     "ConversationStore",
     "HandleClosed",
     "HandleView",
+    "HookFunctions",
+    "HooksLike",
     "InMemoryStore",
     "LockingStore",
     "InboxFull",

@@ -22,11 +22,14 @@ import attrs
 
 from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
-from .client import build_engine
+from .engine import ConnectionOptions, build_engine
+from .loop import Engine
+from ._cancel import TurnGate
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
-from .state import DurableTree, SqlState, StateConversations, open_state
+from .state import DurableTree, StateConversations, StateStore, open_state
+from .hooks import HooksLike
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -76,16 +79,17 @@ class Runtime:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
         request_params: dict[str, Any] | None = None,
         store: ConversationStore | None = None,
         clock: Callable[[], float] | None = None,
         inbox_cap: int = 64,
         max_concurrent_turns: int | None = None,
         shutdown_ms: int = 5000,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
-        state: str | os.PathLike[str] | SqlState | None = None,
+        state: str | os.PathLike[str] | StateStore | None = None,
         runtime_id: str = "default",
         lease_ms: int = 15000,
         recover: str = "resume",
@@ -107,24 +111,12 @@ class Runtime:
         self._lease_s = lease_ms / 1000
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
         self._letting_go = threading.Event()
-        self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
-        self._owns_state = state is not None and not isinstance(state, SqlState)
-        self.root = self._open_root()
-        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
-        self._clock = clock or time.monotonic
-        self._inbox_cap = inbox_cap
-        self._shutdown_s = shutdown_ms / 1000
-        self._store: ConversationStore
-        if self._durable is not None:
-            self._store = StateConversations(self._durable)
-        else:
-            self._store = store if store is not None else InMemoryStore()
-        self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+        # The engine first: bad connection options fail before the state is touched.
         workers = max_workers or _DEFAULT_WORKERS
         self._inline = inline
         # Inline: no pool at all; a turn runs on the thread that waits for it.
         self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
-        engine = build_engine(
+        options = ConnectionOptions(
             base_url=base_url,
             style=style,
             api_key=api_key,
@@ -134,18 +126,34 @@ class Runtime:
             retries=retries,
             retry_base_ms=retry_base_ms,
             timeout_ms=timeout_ms,
-            on_error=None,
+            max_retry_after_s=max_retry_after_s,
             request_params=request_params,
-            executor=lambda: self._executor,
-            pool_size=workers,
         )
+        engine = Engine(model=build_engine(options, pool_size=workers), executor=lambda: self._executor)
+        try:
+            self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
+            self._owns_state = state is not None and not isinstance(state, StateStore)
+            self.root = self._open_root()
+            self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
+            self._clock = clock or time.monotonic
+            self._inbox_cap = inbox_cap
+            self._shutdown_s = shutdown_ms / 1000
+            self._store: ConversationStore
+            if self._durable is not None:
+                self._store = StateConversations(self._durable)
+            else:
+                self._store = store if store is not None else InMemoryStore()
+            self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+        except BaseException:
+            engine.model.close()
+            raise
         self._turns = TurnRunner(
             engine=engine,
             store=self._store,
             model=model,
             hooks=hooks,
             on_metric=on_metric,
-            gate=threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None,
+            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
@@ -293,8 +301,17 @@ class Runtime:
         if job is None:
             self._release_slot(handle)
         else:
-            _jobs.submit(self._executor, job)
+            self._dispatch(job)
         return True
+
+    def _dispatch(self, *jobs: _jobs.Job) -> None:
+        """Hand admitted turns over to run: the only place that does. Here that is this
+        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
+        already in the state with its owner, input and serial, and ``_take_over`` claims a
+        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
+        processes plugs in at these two points."""
+        for job in jobs:
+            _jobs.submit(self._executor, job)
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -345,6 +362,11 @@ class Runtime:
             if view.pending is not None:
                 seen.setdefault(view.pending.id, view.pending)
         return list(seen.values())
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        """A hold on the model endpoint's pooled connections that outlives ``close``:
+        ``(endpoint, release)``, or None when there is nothing to keep."""
+        return self._turns.engine.model.keep_connections()
 
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
@@ -424,15 +446,19 @@ class Runtime:
         Raises:
             HandleClosed: the handle is closed or closing.
         """
-        handle = self._tree.get(h)
+        job = self._wake(self._tree.get(h), prompt)
+        if job is not None:
+            self._dispatch(job)
+
+    def _wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+        """``wake`` without handing the turn to a worker: for a caller about to wait on it,
+        which then runs it on its own thread (no hand-off)."""
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
         trace = tracing.capture()  # the turn nests here, whichever thread runs it
         with parent.lock, handle.lock, self._atomic(parent, handle):
-            job = self._admit(parent, handle, prompt, trace)
-        if job is not None:
-            _jobs.submit(self._executor, job)
+            return self._admit(parent, handle, prompt, trace)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
@@ -440,7 +466,7 @@ class Runtime:
             raise HandleClosed(f"closed: {handle.id} cannot be woken")
         if handle.busy or handle.record.state == SUSPENDED:
             return None
-        if not parent.take_slot(self._slot_cap(parent)):
+        if parent is not self.root and not parent.take_slot(self._slot_cap(parent)):
             handle.enqueue(prompt, trace)
             parent.queue_wake(handle.id)
             self._tree.event("wake_queued", handle.id, parent=parent.id)
@@ -463,9 +489,11 @@ class Runtime:
         started = time.perf_counter()
         error: str | None = None
         try:
-            result, run = self._turns.execute(handle, turn)
+            result, run = self._execute(handle, turn)
         except Cancelled:
-            return  # interrupted: the interrupt already published the outcome
+            with handle.lock:  # interrupted (here, or from another process): it published
+                handle.lose(turn)
+            return
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
             result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
@@ -474,6 +502,12 @@ class Runtime:
             raise
         self._settle(handle, turn, result, run)
         self._turns.emit_run(handle, result, run, started, error)
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        try:
+            return self._turns.execute(handle, turn)
+        finally:
+            self._hand_over_task_children(handle, turn.serial)
 
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
@@ -497,6 +531,15 @@ class Runtime:
                     self._durable.forget_turn(handle.id, turn.serial)
         self._release_slot(handle)
 
+    def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
+        """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended
+        before waiting on it (a failure, an interrupt), a worker runs it instead."""
+        for child in self._task_children(handle, serial):
+            with child.lock:
+                job = child.turn.job if _runnable(child) else None  # type: ignore[union-attr]
+            if job is not None:
+                self._dispatch(job)
+
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
         (its request was declined upstream) has its request cancelled and is closed."""
@@ -509,8 +552,8 @@ class Runtime:
     def _release_slot(self, handle: Handle) -> None:
         """Give the finished turn's slot to the next queued sibling, if any."""
         parent = self._tree.parent(handle)
-        if parent is None:
-            return
+        if parent is None or parent is self.root:
+            return  # the root caps nothing: its children's turns take no slot
         jobs = []
         with parent.lock:
             record = parent.record
@@ -527,8 +570,7 @@ class Runtime:
                     prompt, trace = sibling.dequeue()
                     jobs.append(self._start_turn(sibling, prompt, trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        for job in jobs:
-            _jobs.submit(self._executor, job)
+        self._dispatch(*jobs)
 
     # --- wait and delegation --------------------------------------------------------------
 
@@ -578,17 +620,25 @@ class Runtime:
             if behind:
                 owner, job = self._slot_holder(handle)
             if job is None:
+                remote = False
                 with handle.lock:
                     if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
+                        turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
-                    if self._durable is None or handle.turn is not None:
-                        handle.changed.wait(remaining)  # the turn runs in this process: it notifies
-                        continue
-                # Another process has the turn (or will wake it): watch the state for commits.
-                self._durable.store.wait_change(_REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S))
+                    poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
+                    if self._durable is None:
+                        handle.changed.wait(remaining)  # every change notifies
+                    elif handle.turn is not None:
+                        handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
+                    else:
+                        remote = True
+                if remote:
+                    # Another process has the turn (or will wake it): watch the state for commits.
+                    assert self._durable is not None
+                    self._durable.store.wait_change(poll)
                 continue
             if deadline is None or not stop_at_deadline:
                 job.run()
@@ -598,8 +648,9 @@ class Runtime:
             with owner.lock:
                 result = owner.record.result
             if fired.is_set() and result is not None and result.status == "interrupted":
+                turns = result.turns if owner is handle else 0  # a sibling's turn is not this handle's
                 break
-        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+        return AgentResult(text="", status="timeout", turns=turns, total_tokens=record.tokens, handle_id=record.id)
 
     def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
         """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
@@ -635,19 +686,23 @@ class Runtime:
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
-        or spawned and woken. A refused spawn is an error result."""
+        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
+        is not reattached: the repeated call is a retry and runs a fresh child, which the
+        index then names. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             with parent.lock:
                 parent.sync()
                 child_id = parent.task_child_id(key, serial)
             child = self._tree.get(child_id) if child_id is not None else None
+            if child is not None and _ended_in_failure(child):
+                child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
                     with parent.lock, self._atomic(parent):
                         parent.remember_task(key, serial, child.id)
-                    self.wake(child, prompt)
+                    self._wake(child, prompt)  # run by the task call that waits on it
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
                 return child
@@ -690,10 +745,11 @@ class Runtime:
         thread cannot be preempted.
         """
         handle = self.spawn(self.root, name)
-        self.wake(handle, prompt)
         if timeout is None:
+            self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
             result = self._await(handle)
         else:
+            self.wake(handle, prompt)  # on a worker, so that time can run out on it
             result = self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
             if result.status == "timeout":
                 self.interrupt(handle)  # time is up: the run does not go on in the background
@@ -719,7 +775,7 @@ class Runtime:
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
-                turn = handle.abort()
+                turn = handle.abort(self._turns.turn_calls(handle.turn) if handle.turn is not None else 0)
                 if self._durable is not None:
                     self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
@@ -784,10 +840,11 @@ class Runtime:
                 if not handle.suspended_on(answer.id):
                     continue
                 turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
-                path[len(chain) - 1 - position].take_slot(None)
+                above_it = path[len(chain) - 1 - position]
+                if above_it is not self.root:
+                    above_it.take_slot(None)
                 jobs.append(self._begin(handle, turn))
-        for job in jobs:
-            _jobs.submit(self._executor, job)
+        self._dispatch(*jobs)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
         chain = [origin]
@@ -889,8 +946,7 @@ class Runtime:
         left = [thread.name for thread in threads if thread.is_alive()]
         if left:
             log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
-        if self._turns.engine.transport is not None:
-            self._turns.engine.transport.close()
+        self._turns.engine.model.close()
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -907,6 +963,17 @@ class Runtime:
 def _ancestry(handle_id: str) -> set[str]:
     parts = handle_id.split("/")
     return {"/".join(parts[: i + 1]) for i in range(len(parts))}
+
+
+_RETRIED_STATUSES = ("error", "interrupted", "timeout")
+
+
+def _ended_in_failure(child: Handle) -> bool:
+    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
+    with child.lock:
+        child.sync()
+        record = child.record
+        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
 
 
 def _runnable(handle: Handle) -> bool:

@@ -3,21 +3,26 @@
 
 ``path``, ``headers(api_key)``, ``endpoint(base_url)``, ``system_messages(system)``,
 ``user_message(text)``, ``tools_payload(toolkit)``, ``build_body(...)``,
-``parse_reply(data)``, ``tool_result_messages(results)``, ``tool_calls_of(message)`` and
-``tool_results_in(messages)``.
+``parse_reply(data)``, ``tool_result_messages(results)``, ``tool_calls_of(message)``,
+``tool_results_in(messages)`` and ``answer_every_call(messages, filler)``. Replies are
+normalised as they are parsed, so what a transcript keeps is valid to send back.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import anthropic, openai
 
-_STYLES: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic}
+if TYPE_CHECKING:
+    from ..engine import WireStyle
+
+# Each module is checked against the ``WireStyle`` protocol here.
+_STYLES: dict[str, WireStyle] = {"openai": openai, "anthropic": anthropic}
 
 
-def get_style(name: str) -> ModuleType:
+def get_style(name: str) -> WireStyle:
     """The style module for ``name``; an unknown name raises ``ConfigError``."""
     try:
         return _STYLES[name]
