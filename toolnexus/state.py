@@ -316,7 +316,7 @@ class DurableTree:
                     for handle in changed.values():
                         self._write(handle)
                     self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
-            if outer and self.store.in_host_transaction():
+            if outer and _joins_host_transaction(self.store):
                 for handle in touched.values():
                     handle.record.version = -1  # the host's transaction may still roll back: re-read next time
         except BaseException:
@@ -659,6 +659,13 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
         else (resume["checkpoint"], from_wire(Request, resume["pending"]), from_wire(Answer, resume["answer"])),
         nonce=body["nonce"],
     )
+
+
+def _joins_host_transaction(store: StateStore) -> bool:
+    """Whether the change just made only joined a transaction the host opened (a store
+    with ``in_host_transaction()``), which commits or rolls back later, outside the store."""
+    joined = getattr(store, "in_host_transaction", None)
+    return bool(joined()) if callable(joined) else False
 
 
 def _spawn_no(handle_id: str) -> int:
