@@ -58,7 +58,7 @@ def runtimes():
 
     yield make
     for rt in made:
-        rt.release()
+        conf.let_go(rt)
 
 
 def test_the_migration_creates_the_stores_tables_and_reversing_it_drops_them():
