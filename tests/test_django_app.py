@@ -90,3 +90,10 @@ def test_closing_connections_leaves_a_connection_inside_atomic_alone():
         with closing_connections():
             connection.ensure_connection()
         assert connection.connection is not None and connection.in_atomic_block
+
+
+def test_the_database_state_with_worker_threads_is_a_check_warning():
+    with override_settings(TOOLNEXUS={"registry": TEAM, "state": "django", "inline": False}):
+        assert [message.id for message in check_settings()] == ["toolnexus.W001"]
+    with override_settings(TOOLNEXUS={"registry": TEAM, "state": "django"}):
+        assert check_settings() == []

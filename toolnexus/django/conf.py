@@ -165,6 +165,11 @@ def _setting() -> dict[str, Any]:
     return dict(value)
 
 
+def worker_threads_with_database_state() -> bool:
+    options = _setting()
+    return _django_database(options.get("state")) is not None and options.get("inline") is False
+
+
 def _unknown_keys(options: dict[str, Any]) -> str | None:
     known = set(inspect.signature(Runtime).parameters) - {"self"}
     unknown = sorted(set(options) - known)
