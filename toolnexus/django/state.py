@@ -65,7 +65,29 @@ def _postgres_state(using: str) -> SqlState:
     with conn.cursor() as cursor:  # the tables sit beside Django's own (the migration made them there)
         cursor.execute("SELECT current_schema()")
         schema = cursor.fetchone()[0] or "public"
-    return PostgresState(psycopg.conninfo.make_conninfo("", **plain), schema=schema, max_size=POSTGRES_POOL_SIZE)
+
+    DjangoState(using)  # the migration's tables are there, at this toolnexus's schema
+
+    class MigratedPostgresState(PostgresState):
+        """Opening checks the tables (above) and runs no DDL, so a role without CREATE
+        rights on the database will do."""
+
+        def migrate(self) -> None:
+            pass
+
+        def __repr__(self) -> str:
+            return f"PostgresState(django database {using!r}, schema={self.schema!r})"
+
+    return MigratedPostgresState(psycopg.conninfo.make_conninfo("", **plain), schema=schema, max_size=POSTGRES_POOL_SIZE)
+
+
+def _check_version(rows: list[tuple[Any, ...]], using: str) -> None:
+    found = int(rows[0][0]) if rows else 0
+    if found != SCHEMA_VERSION:
+        raise ConfigError(
+            f"the toolnexus tables in database {using!r} have schema {found}, this toolnexus uses {SCHEMA_VERSION}:"
+            " run manage.py migrate (or upgrade toolnexus)"
+        )
 
 
 class DjangoState(SqlState):
@@ -166,13 +188,7 @@ class DjangoState(SqlState):
         missing = [table for table in TABLES if table not in present]
         if missing:
             raise ConfigError(f"the toolnexus tables are missing from database {self.using!r} ({', '.join(missing)}): run manage.py migrate")
-        rows = self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'")
-        found = int(rows[0][0]) if rows else 0
-        if found != SCHEMA_VERSION:
-            raise ConfigError(
-                f"the toolnexus tables in database {self.using!r} have schema {found}, this toolnexus uses {SCHEMA_VERSION}:"
-                " run manage.py migrate (or upgrade toolnexus)"
-            )
+        _check_version(self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'"), self.using)
 
     # --- waiting and closing --------------------------------------------------------------------
 
