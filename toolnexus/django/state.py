@@ -53,9 +53,12 @@ def open_django_state(using: str = "default") -> SqlState:
 
 
 def _postgres_state(using: str) -> SqlState:
-    import psycopg
+    try:
+        import psycopg
 
-    from ..postgres import PostgresState
+        from ..postgres import PostgresState
+    except ImportError as exc:  # depends on the extra
+        raise ConfigError('"state": "django" on PostgreSQL needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)') from exc
 
     conn = connections[using]
     params = dict(conn.get_connection_params())
