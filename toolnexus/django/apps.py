@@ -35,8 +35,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if worker_threads_with_database_state():
         return [
             checks.Warning(
-                'TOOLNEXUS has "state": "django" with "inline": False: a run started inside a transaction'
-                " waits on its own worker threads, which cannot write the state while that transaction holds its locks",
+                'TOOLNEXUS has "state": "django" on SQLite with "inline": False: a run started inside a transaction'
+                " waits on its own worker threads, which cannot write the state while that transaction holds SQLite's lock",
                 hint='Leave "inline" at True, or start runs outside transaction.atomic().',
                 id="toolnexus.W001",
             )

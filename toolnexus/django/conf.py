@@ -166,8 +166,15 @@ def _setting() -> dict[str, Any]:
 
 
 def worker_threads_with_database_state() -> bool:
+    """Worker threads with the state in a SQLite database of the project (whose one write
+    lock a view's transaction holds)."""
+    from django.db import connections
+
     options = _setting()
-    return _django_database(options.get("state")) is not None and options.get("inline") is False
+    database = _django_database(options.get("state"))
+    if database is None or options.get("inline") is not False or database not in connections:
+        return False
+    return bool(connections[database].vendor == "sqlite")
 
 
 def _unknown_keys(options: dict[str, Any]) -> str | None:
