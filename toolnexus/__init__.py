@@ -18,6 +18,7 @@ from .data import (
     make_request,
 )
 from .errors import (
+    Cancelled,
     ConfigError,
     HandleClosed,
     InboxFull,
@@ -50,6 +51,7 @@ __all__ = [
     "Answer",
     "Budget",
     "Client",
+    "Cancelled",
     "ConfigError",
     "ConversationStore",
     "HandleClosed",
