@@ -113,6 +113,16 @@ class HandleRecord:
     wake_queue: list[str] = attrs.Factory(list)
     #: The stored row's version this record reflects (durable state only).
     version: int = 0
+    #: The running turn, as much of it as another process needs to run it: who runs it,
+    #: its input, where its ledger stood, and the resume it continues.
+    turn_owner: str | None = None
+    turn_input: str | None = None
+    turn_tokens_before: int = 0
+    turn_prior_turns: int = 0
+    turn_segment: int = 0
+    turn_resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
+    #: When a dispatcher was last asked to run the turn; ``None`` once a runtime claimed it.
+    turn_queued_at: float | None = None
 
     @property
     def pending(self) -> Request | None:
@@ -127,7 +137,9 @@ class Turn:
     input: str
     scope: CancelScope = attrs.Factory(CancelScope)
     job: Job | None = None
-    resume: tuple[list[dict[str, Any]], Request, Any] | None = None
+    resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
+    #: +1 each time the turn continues at a checkpoint.
+    segment: int = 0
     started: float = 0.0
     tokens_before: int = 0
     prior_turns: int = 0
@@ -242,22 +254,83 @@ class Handle:
             record = self.record
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
+            record.turn_segment = 0
             return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
 
-    def begin(self, turn: Turn, now: float) -> None:
-        """``turn`` (with its job) becomes the running turn."""
+    def begin(self, turn: Turn, now: float, owner: str | None = None) -> None:
+        """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
         with self._changing():
             turn.started = now
             self.turn = turn
+            self._own(turn, owner)
             self.move(RUNNING)
 
-    def mark_settling(self, turn: Turn) -> bool:
+    def stored_turn(self) -> Turn:
+        """The running turn as the state holds it, for a runtime that takes it over."""
+        record = self.record
+        return Turn(
+            serial=record.turn_serial,
+            input=record.turn_input or "",
+            tokens_before=record.turn_tokens_before,
+            prior_turns=record.turn_prior_turns,
+            resume=record.turn_resume,
+            segment=record.turn_segment,
+        )
+
+    def _own(self, turn: Turn, owner: str | None) -> None:
+        record = self.record
+        record.turn_owner, record.turn_input, record.turn_resume = owner, turn.input, turn.resume
+        record.turn_tokens_before, record.turn_prior_turns, record.turn_segment = turn.tokens_before, turn.prior_turns, turn.segment
+
+    def _disown(self) -> None:
+        self.turn = None
+        self.record.turn_owner = self.record.turn_input = self.record.turn_resume = None
+        self.record.turn_queued_at = None
+
+    # --- turns a dispatcher runs: queued in the state, claimed by whichever runtime first ---
+
+    def queue_turn(self, turn: Turn, now: float) -> None:
+        """``turn`` becomes the running turn as the state holds it, owned by nobody yet:
+        the handle is busy, and any runtime of the tree may claim it."""
+        with self._changing():
+            self._own(turn, None)
+            self.record.turn_queued_at = now
+            self.move(RUNNING)
+
+    def queued_turn(self, serial: int | None = None, segment: int | None = None) -> bool:
+        """Whether a turn (``serial``/``segment`` when given) waits for a runtime to claim it."""
+        record = self.record
+        return (
+            record.state == RUNNING
+            and record.turn_queued_at is not None
+            and record.turn_owner is None
+            and serial in (None, record.turn_serial)
+            and segment in (None, record.turn_segment)
+        )
+
+    def claim_turn(self, owner: str, now: float) -> Turn:
+        """The queued turn becomes ``owner``'s to run (``queued_turn()`` checked, lock held)."""
+        with self._changing():
+            turn = self.stored_turn()
+            turn.started = now
+            self.record.turn_owner, self.record.turn_queued_at = owner, None
+            self.turn = turn
+            self.changed.notify_all()
+            return turn
+
+    def requeue_turn(self, now: float) -> None:
+        """Give a turn whose owner died (or a message that was lost) back to the queue."""
+        with self._changing():
+            self.record.turn_owner, self.record.turn_queued_at = None, now
+            self.turn = None
+
+    def mark_settling(self, turn: Turn, owner: str | None = None) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
         with self._changing():
             if self.turn is not turn:
                 return False
-            if self.record.state != RUNNING:  # another process interrupted it meanwhile
-                self.turn = None
+            if self.record.state != RUNNING or (self.durable is not None and self.record.turn_owner != owner):
+                self.turn = None  # another process interrupted it, or took it over
                 return False
             turn.settling = True
             return True
@@ -268,7 +341,7 @@ class Handle:
             assert result.pending is not None
             request = _stamp_path(result.pending, self.record.id)
             result = attrs.evolve(result, pending=request, text=request.prompt)
-            self.turn = None
+            self._disown()
             self.record.suspension = Suspension(
                 request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
             )
@@ -279,7 +352,7 @@ class Handle:
     def finish(self, result: AgentResult) -> None:
         """``running→idle`` with the turn's outcome; the inbox items it took are consumed."""
         with self._changing():
-            self.turn = None
+            self._disown()
             self.record.suspension = None
             self.record.taken = []
             self.move(IDLE)
@@ -288,7 +361,8 @@ class Handle:
     def abort(self) -> Turn | None:
         """Interrupt the running turn: ``running→idle``, its inbox items back in front."""
         with self._changing():
-            turn, self.turn = self.turn, None
+            turn = self.turn
+            self._disown()
             record = self.record
             record.inbox, record.taken = record.taken + record.inbox, []
             self.move(IDLE)
@@ -336,8 +410,10 @@ class Handle:
                 tokens_before=suspension.tokens_before,
                 prior_turns=suspension.turns,
             )
+            turn.segment = self.record.turn_segment
             if origin:
                 turn.resume = (suspension.checkpoint or [], suspension.request, answer)
+                turn.segment += 1
             self.record.suspension = None
             if durable:
                 self.move(IDLE)

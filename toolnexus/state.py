@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol, Seque
 
 import attrs
 
-from .data import AgentResult, Budget, HandleView, Request
+from .data import AgentResult, Answer, Budget, HandleView, Request
 from .errors import ConfigError, StateError
 from .wire import from_wire, to_wire
 
@@ -76,6 +76,10 @@ _SCHEMA = [
         seq {serial}, runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL,
         body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS tn_events_rt ON tn_events (runtime_id, seq)""",
+    """CREATE TABLE IF NOT EXISTS tn_owners (
+        runtime_id TEXT NOT NULL, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL, heartbeat_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, owner))""",
     """CREATE TABLE IF NOT EXISTS tn_messages (
         runtime_id TEXT NOT NULL, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (runtime_id, conversation_id))""",
@@ -401,6 +405,39 @@ class DurableTree:
         )
         return [from_wire(Request, _json(row[0])) for row in rows]
 
+    # --- owners: who runs which turn, and whether they are still alive ---------------------------
+
+    def register_owner(self, owner: str, host: str, pid: int) -> None:
+        now = time.time()
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO tn_owners (runtime_id, owner, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (runtime_id, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+                (self.runtime_id, owner, host, pid, now, now),
+            )
+
+    def heartbeat(self, owner: str) -> None:
+        with self.store.transaction():
+            self.store.execute("UPDATE tn_owners SET heartbeat_at = ? WHERE runtime_id = ? AND owner = ?", (time.time(), self.runtime_id, owner))
+
+    def drop_owner(self, owner: str) -> None:
+        with self.store.transaction():
+            self.store.execute("DELETE FROM tn_owners WHERE runtime_id = ? AND owner = ?", (self.runtime_id, owner))
+
+    def owners(self) -> dict[str, tuple[str, int, float]]:
+        """Every registered owner: ``(host, pid, last heartbeat)``."""
+        rows = self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
+        return {row[0]: (row[1], int(row[2]), float(row[3])) for row in rows}
+
+    def running_turns(self) -> list[tuple[str, str | None, float | None]]:
+        """``(handle id, owner, queued at)`` of every running turn, deepest first."""
+        found = []
+        for handle_id, body in self.store.execute("SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'", (self.runtime_id,)):
+            data = _json(body)
+            found.append((handle_id, data.get("turn_owner"), data.get("turn_queued_at")))
+        found.sort(key=lambda item: -item[0].count("/"))
+        return found
+
     # --- events and transcripts ------------------------------------------------------------------
 
     def event(self, event: dict[str, Any]) -> None:
@@ -508,6 +545,15 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
         "queued": record.queued,
         "running_children": record.running_children,
         "wake_queue": record.wake_queue,
+        "turn_owner": record.turn_owner,
+        "turn_input": record.turn_input,
+        "turn_tokens_before": record.turn_tokens_before,
+        "turn_prior_turns": record.turn_prior_turns,
+        "turn_segment": record.turn_segment,
+        "turn_resume": None
+        if record.turn_resume is None
+        else {"checkpoint": record.turn_resume[0], "pending": to_wire(record.turn_resume[1]), "answer": to_wire(record.turn_resume[2])},
+        "turn_queued_at": record.turn_queued_at,
     }
 
 
@@ -515,6 +561,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
     from .handle import HandleRecord, InboxItem, Suspension
 
     suspension = body["suspension"]
+    resume = body.get("turn_resume")
     return HandleRecord(
         id=handle_id,
         name=body["name"],
@@ -550,6 +597,15 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
         running_children=body["running_children"],
         wake_queue=list(body["wake_queue"]),
         version=version,
+        turn_owner=body.get("turn_owner"),
+        turn_input=body.get("turn_input"),
+        turn_tokens_before=body.get("turn_tokens_before", 0),
+        turn_prior_turns=body.get("turn_prior_turns", 0),
+        turn_segment=body.get("turn_segment", 0),
+        turn_resume=None
+        if resume is None
+        else (resume["checkpoint"], from_wire(Request, resume["pending"]), from_wire(Answer, resume["answer"])),
+        turn_queued_at=body.get("turn_queued_at"),
     )
 
 
