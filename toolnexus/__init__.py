@@ -19,6 +19,7 @@ from .data import (
 )
 from .errors import (
     ConfigError,
+    DispatchError,
     HandleClosed,
     InboxFull,
     LLMError,
@@ -50,6 +51,7 @@ __all__ = [
     "Budget",
     "Client",
     "ConfigError",
+    "DispatchError",
     "ConversationStore",
     "HandleClosed",
     "HandleView",

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 from . import _jobs, budget as budgets
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
+from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
+from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
 from .state import DurableTree, SqlState, StateConversations, open_state
 from .store import ConversationStore, InMemoryStore
@@ -75,10 +76,14 @@ class Runtime:
         max_workers: int | None = None,
         state: str | os.PathLike[str] | SqlState | None = None,
         runtime_id: str = "default",
+        dispatcher: Dispatcher | None = None,
+        lease_ms: int = 15000,
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
             raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
+        if dispatcher is not None and state is None:
+            raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
         self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
         self._owns_state = state is not None and not isinstance(state, SqlState)
         self.root = self._open_root()
@@ -119,6 +124,11 @@ class Runtime:
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
         )
+        # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
+        self._dispatch: Dispatching | None = None
+        if dispatcher is not None and self._durable is not None:
+            self._dispatch = Dispatching(dispatcher, self._durable, self._tree, lease_ms / 1000)
+            self._dispatch.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -304,7 +314,7 @@ class Runtime:
         with parent.lock, handle.lock, self._atomic(parent, handle):
             job = self._admit(parent, handle, prompt)
         if job is not None:
-            _jobs.submit(self._executor, job)
+            self._launch(job)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
@@ -327,9 +337,41 @@ class Runtime:
         return self._begin(handle, handle.start(prompt, text))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
+        if self._dispatch is not None:
+            return self._dispatch.queue(handle, turn)
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
         handle.begin(turn, self._clock())
         return turn.job
+
+    def _launch(self, job: _jobs.Job) -> None:
+        """Start an admitted turn (after its commit): on the pool, or by sending its message."""
+        if self._dispatch is not None:
+            job.run()
+        else:
+            _jobs.submit(self._executor, job)
+
+    def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
+        """Run the queued turn a dispatcher's message names, here and now (a worker's side).
+
+        Returns false, doing nothing, when the turn is not queued any more: claimed by
+        another runtime, finished, interrupted, or the message was for another tree.
+        """
+        if self._dispatch is None or self._durable is None:
+            raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
+        if runtime_id != self._durable.runtime_id:
+            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._durable.runtime_id)
+            return False
+        try:
+            handle = self._tree.get(handle_id)
+        except UnknownHandle:
+            return False
+        with handle.lock:
+            handle.sync()
+            job = self._dispatch.claim(handle, self._clock(), self._run_turn, serial, segment)
+        if job is None:
+            return False
+        job.run()
+        return True
 
     def _run_turn(self, handle: Handle, turn: Turn) -> None:
         started = time.perf_counter()
@@ -351,7 +393,7 @@ class Runtime:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
         with handle.lock:
-            if not handle.mark_settling(turn):
+            if not handle.mark_settling(turn, self._dispatch.owner if self._dispatch is not None else None):
                 return  # interrupted meanwhile; the interrupt published already
         if not pending:
             self._retire_task_children(handle, turn.serial)
@@ -395,7 +437,7 @@ class Runtime:
                     jobs.append(self._start_turn(sibling, sibling.dequeue()))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
-            _jobs.submit(self._executor, job)
+            self._launch(job)
 
     # --- wait and delegation --------------------------------------------------------------
 
@@ -431,6 +473,8 @@ class Runtime:
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
+                if job is None and run_here and self._dispatch is not None:
+                    job = self._dispatch.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if job is None and remaining is not None and remaining <= 0:
                     return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
@@ -585,7 +629,7 @@ class Runtime:
                 path[len(chain) - 1 - position].take_slot(None)
                 jobs.append(self._begin(handle, turn))
         for job in jobs:
-            _jobs.submit(self._executor, job)
+            self._launch(job)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
         chain = [origin]
@@ -648,6 +692,8 @@ class Runtime:
     def _stop_workers(self, deadline: float) -> None:
         """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
         on the monotonic clock."""
+        if self._dispatch is not None:
+            self._dispatch.stop()
         executor = self._executor
         executor.shutdown(wait=False, cancel_futures=True)
         threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
