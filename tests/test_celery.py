@@ -34,20 +34,22 @@ WORKER_START_S = 30.0
 class Workers:
     """Worker subprocesses of one test, all on its queue; every one is stopped at the end."""
 
-    def __init__(self, settings: dict[str, str], logs: Path) -> None:
+    def __init__(self, settings: dict[str, str], logs: Path, *, app: str = "_celery_team", cwd: Path = TESTS) -> None:
         self.settings = settings
         self._logs = logs
+        self._app = app
+        self._cwd = cwd
         self._started: list[subprocess.Popen[bytes]] = []
 
     def start(self, concurrency: int = 1) -> subprocess.Popen[bytes]:
         """A worker that has connected and is consuming the queue."""
         name = f"w{len(self._started)}-{uuid.uuid4().hex[:6]}"
         log = self._logs / f"{name}.log"
-        env = {**os.environ, **self.settings, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
-        command = [sys.executable, "-m", "celery", "-A", "_celery_team", "worker", "-P", "threads", "-c", str(concurrency)]
+        env = {**os.environ, **self.settings, "PYTHONPATH": os.pathsep.join([str(self._cwd), str(ROOT)])}
+        command = [sys.executable, "-m", "celery", "-A", self._app, "worker", "-P", "threads", "-c", str(concurrency)]
         command += ["-Q", self.settings["TN_CELERY_QUEUE"], "-n", f"{name}@%h", "-l", "info", "--without-heartbeat", "--without-mingle", "--without-gossip"]
         with open(log, "wb") as out:
-            worker = subprocess.Popen(command, cwd=TESTS, env=env, stdout=out, stderr=subprocess.STDOUT)
+            worker = subprocess.Popen(command, cwd=self._cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         self._started.append(worker)
         deadline = time.monotonic() + WORKER_START_S
         while b" ready." not in log.read_bytes():  # the worker's own readiness line

@@ -86,6 +86,23 @@ class Dispatching:
         job = turn.job = _jobs.Job(lambda: run(handle, turn))
         return job
 
+    def sibling_job(self, handle: Handle, now: float, run: Callable[[Handle, Turn], None]) -> _jobs.Job | None:
+        """While waiting on ``handle``'s turn in another process, take a queued sibling
+        (another child of the same parent) to run here: the waiting thread keeps working."""
+        parent_id = handle.record.parent
+        if parent_id is None:
+            return None
+        for sibling_id, owner, queued_at in self._durable.running_turns(parent_id):
+            if sibling_id == handle.id or owner is not None or queued_at is None:
+                continue
+            sibling = self._tree.get(sibling_id)
+            with sibling.lock:
+                sibling.sync()
+                job = self.claim(sibling, now, run)
+            if job is not None:
+                return job
+        return None
+
     # --- the sweep ------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -110,7 +110,10 @@ class Runtime:
             timeout_ms=timeout_ms,
             on_error=None,
             request_params=request_params,
-            executor=lambda: self._executor,
+            # With a dispatcher a turn's tool calls run in its own (worker) thread, in order:
+            # the workers' threads are the unit of parallelism, and the children that its
+            # task calls woke run on other workers meanwhile.
+            executor=lambda: self._executor if self._dispatch is None else None,
             pool_size=workers,
         )
         self._turns = TurnRunner(
@@ -473,14 +476,17 @@ class Runtime:
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
-                if job is None and run_here and self._dispatch is not None:
-                    job = self._dispatch.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
+                helper = self._dispatch if run_here else None  # with a dispatcher, this thread runs queued turns
+                if job is None and helper is not None:
+                    job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if job is None and remaining is not None and remaining <= 0:
                     return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-                if job is None and (self._durable is None or handle.turn is not None):
+                if job is None and helper is None and (self._durable is None or handle.turn is not None):
                     handle.changed.wait(remaining)  # the turn runs in this process: it notifies
                     continue
+            if job is None and helper is not None:
+                job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
             if job is not None:
                 job.run()
             elif self._durable is not None:

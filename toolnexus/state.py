@@ -429,10 +429,15 @@ class DurableTree:
         rows = self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
         return {row[0]: (row[1], int(row[2]), float(row[3])) for row in rows}
 
-    def running_turns(self) -> list[tuple[str, str | None, float | None]]:
-        """``(handle id, owner, queued at)`` of every running turn, deepest first."""
+    def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]:
+        """``(handle id, owner, queued at)`` of every running turn (of ``parent_id``'s
+        children only, when given), deepest first."""
         found = []
-        for handle_id, body in self.store.execute("SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'", (self.runtime_id,)):
+        sql = "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'"
+        params: tuple[str, ...] = (self.runtime_id,)
+        if parent_id is not None:
+            sql, params = sql + " AND parent_id = ?", (self.runtime_id, parent_id)
+        for handle_id, body in self.store.execute(sql, params):
             data = _json(body)
             found.append((handle_id, data.get("turn_owner"), data.get("turn_queued_at")))
         found.sort(key=lambda item: -item[0].count("/"))
