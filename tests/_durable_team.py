@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 from typing import Any
@@ -79,8 +80,68 @@ def runtime(state: str, runtime_id: str, effects: str | None = None, calls: str 
     return Runtime(registry(effects), generate=model(calls), state=state, runtime_id=runtime_id, **options)
 
 
+# --- a team that dies mid-turn: SIGKILL at a chosen point -------------------------------------
+
+CRASH_POINTS = ("lead-after-reply", "worker-after-reply", "tool-before-effect", "tool-after-effect", "worker-second-call")
+
+
+def crash_registry(effects: str, retry: str = "never", crash: str | None = None) -> dict[str, AgentDef]:
+    """lead delegates ``charge A-1`` to worker; worker's ``charge`` tool records one line
+    ``<idempotency key> <order>`` per execution in the effects file."""
+
+    def die(point: str) -> None:
+        if crash == point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def charge(args: dict[str, Any], ctx: Any) -> Any:
+        die("tool-before-effect")
+        _append(effects, f"{ctx.idempotency_key} {args['order']}")
+        die("tool-after-effect")
+        return f"charged {args['order']}"
+
+    def after(name: str) -> Any:
+        return {"after_llm": lambda response, model, turn: die(f"{name}-after-reply") if turn == 1 else None}
+
+    schema = {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]}
+    worker = AgentDef("worker", "charges orders", model="m-worker", tools=[Tool("charge", "charge an order", schema, charge, retry=retry)], hooks=after("worker"))
+    lead = AgentDef("lead", "delegates", model="m-lead", team=("worker",), hooks=after("lead"))
+    return {"lead": lead, "worker": worker}
+
+
+def crash_model(calls: str | None, crash: str | None = None) -> ScriptedModel:
+    def lead(request: dict[str, Any]) -> dict[str, Any]:
+        _append(calls, "lead")
+        found = tool_messages(request)
+        if found:
+            return {"content": f"lead: {found[-1]}"}
+        return {"tool_calls": [{"id": "call_task", "name": "task", "arguments": {"agent": "worker", "prompt": "charge A-1"}}]}
+
+    def worker(request: dict[str, Any]) -> dict[str, Any]:
+        found = tool_messages(request)
+        if found and crash == "worker-second-call":
+            os.kill(os.getpid(), signal.SIGKILL)
+        _append(calls, "worker")
+        if found:
+            return {"content": f"worker: {found[-1]}"}
+        return {"tool_calls": [{"id": "call_charge", "name": "charge", "arguments": {"order": "A-1"}}]}
+
+    return ScriptedModel({"m-lead": lead, "m-worker": worker}, usage=USAGE)
+
+
+def crash_runtime(state: str, runtime_id: str, effects: str, calls: str | None, retry: str = "never", crash: str | None = None, **options: Any) -> Runtime:
+    return Runtime(crash_registry(effects, retry, crash), generate=crash_model(calls, crash), state=state, runtime_id=runtime_id, **options)
+
+
 def _main(argv: list[str]) -> None:
     command, state, runtime_id, effects, calls = argv[:5]
+    if command == "crash":
+        point, retry = argv[5], argv[6]
+        rt = crash_runtime(state, runtime_id, effects, calls, retry, point)
+        lead = rt.spawn(rt.root, "lead")
+        rt.wake(lead, "charge order A-1")
+        result = rt.wait(lead, timeout=30)
+        print(json.dumps({"survived": result.status}), flush=True)
+        os._exit(3)
     rt = runtime(state, runtime_id, effects, calls)
     if command == "pending":
         # Run the team to its approval request, print it, and die without letting go.

@@ -105,8 +105,12 @@ def test_no_model_reply_is_asked_again_for_the_asking_child(state, files):
     try:
         rt.resume(make_answer(started["pending"]["id"], True))
         run_in_thread(lambda: rt.wait(started["handle"], timeout=20))
-        # the child resumes at its checkpoint (one more call); the boss replays its turn
-        assert sorted(team.lines(files.calls)) == ["boss", "boss", "boss", "worker", "worker"]
+        # the child resumes at its checkpoint (one more call); the boss replays its turn from
+        # its journal (its recorded reply is served again, not asked again), then answers
+        assert sorted(team.lines(files.calls)) == ["boss", "boss", "worker", "worker"]
+        view = rt.inspect(started["handle"])
+        assert view.turns == 2
+        assert rt.wait(started["handle"]).turns == 2
     finally:
         rt.release()
 

@@ -15,7 +15,7 @@ import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import loop
+from . import loop, tracing
 from .data import Answer, Request, RunResult
 from .errors import ConfigError, ToolnexusError
 from .loop import Engine, Hooks, RunSpec
@@ -90,7 +90,9 @@ class Client:
 
     Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
     ``generate`` for an in-process model. The API key defaults from the environment and
-    never appears in a log line, an exception or a repr.
+    never appears in a log line, an exception, a repr or a trace span. With
+    ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
+    prompt and completion text to the spans.
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class Client:
         wait_for: Callable[[Request], Answer] | None = None,
         store: ConversationStore | None = None,
         request_params: dict[str, Any] | None = None,
+        trace_content: bool = False,
     ) -> None:
         self.model = model
         self.style = style
@@ -142,6 +145,7 @@ class Client:
             hooks=Hooks.of(hooks),
             wait_for=wait_for,
             emit=emitter(self._metrics, on_metric),
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         self._guard = guard_for(self._store)
@@ -243,7 +247,9 @@ class Client:
         started = time.perf_counter()
         event: dict[str, Any] = {"event": "run", "model": self.model}
         try:
-            result = body()
+            with self._spec.trace.agent(None, model=self.model) as traced:
+                result = body()
+                traced.done(result.status, result.text, result.pending)
         except Exception as exc:
             event.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
             raise

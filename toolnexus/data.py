@@ -179,6 +179,8 @@ class ModelReply:
     text: str
     tool_calls: list[ToolCall]
     usage: Usage
+    #: Why the model stopped, as the wire says it ("stop", "tool_calls", "end_turn"...).
+    finish_reason: str | None = None
 
 
 def make_request(

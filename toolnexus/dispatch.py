@@ -7,19 +7,15 @@ the message, or a parent whose ``task`` call waits on it, so blocked parents nev
 the workers. The message is only a doorbell: a duplicated or late one finds the turn
 claimed or finished and does nothing.
 
-A sweep thread keeps this runtime's heartbeat in the state, sends again the messages no
-runtime acted on (a broker that was down, a message lost), and queues again the turns
-whose owner died (no heartbeat for the lease, or a process of this host that is gone).
+The runtime's heartbeat sends again the messages of queued turns that nobody claimed in
+time (a broker that was down, a message lost); a turn whose owner died is queued again
+(``requeue``) instead of being taken over in the process that noticed.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
 import time
-import uuid
 from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from . import _jobs
@@ -45,17 +41,14 @@ class Dispatcher(Protocol):
 
 
 class Dispatching:
-    """One runtime's queued turns: queueing, claiming, and the sweep that keeps them moving."""
+    """One runtime's queued turns: queueing, claiming, sending again."""
 
-    def __init__(self, dispatcher: Dispatcher, durable: DurableTree, tree: HandleTree, lease_s: float) -> None:
+    def __init__(self, dispatcher: Dispatcher, durable: DurableTree, tree: HandleTree, owner: str) -> None:
         self.dispatcher = dispatcher
-        self.owner = uuid.uuid4().hex
+        #: The runtime's owner id: a claimed turn is this runtime's to run and settle.
+        self.owner = owner
         self._durable = durable
         self._tree = tree
-        self._lease_s = lease_s
-        self._host = socket.gethostname()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # --- queueing and claiming (the handle's lock held, inside its store transaction) -------
 
@@ -79,7 +72,7 @@ class Dispatching:
         or ``None`` when no such turn waits (claimed elsewhere, finished, interrupted)."""
         if not handle.queued_turn(serial, segment):
             return None
-        with self._durable.change(handle):
+        with self._durable.change(handle, dirty=False):
             if not handle.queued_turn(serial, segment):  # another process claimed it first
                 return None
             turn = handle.claim_turn(self.owner, now)
@@ -103,68 +96,27 @@ class Dispatching:
                 return job
         return None
 
-    # --- the sweep ------------------------------------------------------------------------
+    def requeue(self, handle: Handle) -> _jobs.Job:
+        """Queue again a turn whose owner died (lock held, in its transaction); the job sends it."""
+        handle.requeue_turn(time.time())
+        record = handle.record
+        handle_id, serial, segment = handle.id, record.turn_serial, record.turn_segment
+        return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
 
-    def start(self) -> None:
-        self._durable.register_owner(self.owner, self._host, os.getpid())
-        interval = max(0.05, min(self._lease_s / 3, self.dispatcher.resend_after_s / 2))
-        self._thread = threading.Thread(target=self._loop, args=(interval,), name="toolnexus-sweep", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """End the sweep and withdraw this owner: turns it still runs become orphaned."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        try:
-            self._durable.drop_owner(self.owner)
-        except ToolnexusError as exc:
-            log.warning("could not withdraw runtime owner %s from the state: %s", self.owner, exc)
-
-    def _loop(self, interval: float) -> None:
-        while not self._stop.wait(interval):  # a periodic heartbeat, not a wait for state
-            try:
-                self.sweep()
-            except Exception:
-                log.warning("the turn sweep failed; trying again in %.1f s", interval, exc_info=True)
-
-    def sweep(self) -> None:
-        """Heartbeat; send again stale queued turns; queue again the turns of dead owners."""
-        self._durable.heartbeat(self.owner)
-        owners = self._durable.owners()
+    def resend_stale(self) -> None:
+        """Send again every queued turn that no runtime claimed within ``resend_after_s``."""
         now = time.time()
         for handle_id, owner, queued_at in self._durable.running_turns():
             if owner is None and queued_at is not None and now - queued_at >= self.dispatcher.resend_after_s:
-                self._requeue(handle_id, None, now)
-            elif owner is not None and owner != self.owner and self._dead(owners.get(owner), now):
-                self._requeue(handle_id, owner, now)
+                self._resend(handle_id, now)
 
-    def _dead(self, known: tuple[str, int, float] | None, now: float) -> bool:
-        if known is None:
-            return True
-        host, pid, heartbeat_at = known
-        return now - heartbeat_at > self._lease_s or (host == self._host and not _alive(pid))
-
-    def _requeue(self, handle_id: str, owner: str | None, now: float) -> None:
+    def _resend(self, handle_id: str, now: float) -> None:
         handle = self._tree.get(handle_id)
-        with handle.lock, self._durable.change(handle):
+        with handle.lock, self._durable.change(handle, dirty=False):
             record = handle.record
-            if record.state != "running" or record.turn_owner != owner:
-                return  # moved on since the scan
-            if owner is None and (record.turn_queued_at is None or now - record.turn_queued_at < self.dispatcher.resend_after_s):
-                return
+            queued_at = record.turn_queued_at
+            if not handle.queued_turn() or queued_at is None or now - queued_at < self.dispatcher.resend_after_s:
+                return  # claimed or sent again meanwhile
             handle.requeue_turn(now)
             serial, segment = record.turn_serial, record.turn_segment
-        if owner is not None:
-            log.warning("turn %s #%d: its runtime %s stopped; queued again", handle_id, serial, owner)
         self.ring(handle_id, serial, segment)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -80,6 +80,8 @@ class Suspension:
     tokens_before: int
     #: Model calls the turn made before it suspended.
     turns: int
+    #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
+    trace: dict[str, str] | None = None
 
 
 @attrs.define
@@ -108,19 +110,23 @@ class HandleRecord:
     settled: int = 0
     closing: bool = False
     queued_prompt: str | None = None
+    #: The trace context of the queued wake, for the turn it starts later.
+    queued_trace: dict[str, str] | None = None
     queued: bool = False
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
     #: The stored row's version this record reflects (durable state only).
     version: int = 0
-    #: The running turn, as much of it as another process needs to run it: who runs it,
-    #: its input, where its ledger stood, and the resume it continues.
+    #: The running turn, as much of it as another process needs to take it over after a
+    #: crash: who runs it, its input, where its ledger stood, and the resume it continues.
     turn_owner: str | None = None
     turn_input: str | None = None
     turn_tokens_before: int = 0
     turn_prior_turns: int = 0
     turn_segment: int = 0
     turn_resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
+    #: The tree's own random id (the root's record), part of every idempotency key.
+    nonce: str = ""
     #: When a dispatcher was last asked to run the turn; ``None`` once a runtime claimed it.
     turn_queued_at: float | None = None
 
@@ -138,12 +144,17 @@ class Turn:
     scope: CancelScope = attrs.Factory(CancelScope)
     job: Job | None = None
     resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
-    #: +1 each time the turn continues at a checkpoint.
+    #: +1 each time the turn continues at a checkpoint (its journal starts afresh).
     segment: int = 0
     started: float = 0.0
     tokens_before: int = 0
     prior_turns: int = 0
     settling: bool = False
+    #: Where the turn was queued, as trace-context headers (``tracing.capture``).
+    trace: dict[str, str] | None = None
+    #: A resumed turn: the span of the turn that suspended. Set by the runner when this
+    #: turn ends pending: its own span.
+    suspended_trace: dict[str, str] | None = None
 
 
 class Handle:
@@ -160,6 +171,8 @@ class Handle:
         # guards: record.task_keys (the reattachment index); taken before self.lock.
         self.task_lock = threading.Lock()
         self.turn: Turn | None = None
+        #: Counted among the closed handles that may leave memory (see ``HandleTree.retire``).
+        self.retired = False
 
     @property
     def id(self) -> str:
@@ -236,26 +249,29 @@ class Handle:
         with self._changing():
             self.record.inbox.append(item)
 
-    def enqueue(self, prompt: str | None) -> None:
-        """Wait for a slot under the parent's ``max_concurrent``, prompt kept for later."""
+    def enqueue(self, prompt: str | None, trace: dict[str, str] | None = None) -> None:
+        """Wait for a slot under the parent's ``max_concurrent``, prompt (and the trace
+        context of the wake) kept for later."""
         with self._changing():
-            self.record.queued, self.record.queued_prompt = True, prompt
+            self.record.queued, self.record.queued_prompt, self.record.queued_trace = True, prompt, trace
             self.changed.notify_all()
 
-    def dequeue(self) -> str | None:
-        """Leave the wake queue; the prompt the wake carried."""
+    def dequeue(self) -> tuple[str | None, dict[str, str] | None]:
+        """Leave the wake queue; the prompt and trace context the wake carried."""
         with self._changing():
-            self.record.queued = False
-            return self.record.queued_prompt
+            record = self.record
+            record.queued = False
+            trace, record.queued_trace = record.queued_trace, None
+            return record.queued_prompt, trace
 
-    def start(self, prompt: str | None, input: str) -> Turn:
+    def start(self, prompt: str | None, input: str, trace: dict[str, str] | None = None) -> Turn:
         """A fresh turn on ``input`` that takes the whole inbox (returned on interrupt)."""
         with self._changing():
             record = self.record
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
             record.turn_segment = 0
-            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens)
+            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, trace=trace)
 
     def begin(self, turn: Turn, now: float, owner: str | None = None) -> None:
         """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
@@ -264,6 +280,14 @@ class Handle:
             self.turn = turn
             self._own(turn, owner)
             self.move(RUNNING)
+
+    def take_over(self, turn: Turn, now: float, owner: str) -> None:
+        """Run the stored turn of a handle whose owner died: it stays ``running``."""
+        with self._changing():
+            turn.started = now
+            self.turn = turn
+            self._own(turn, owner)
+            self.changed.notify_all()
 
     def stored_turn(self) -> Turn:
         """The running turn as the state holds it, for a runtime that takes it over."""
@@ -326,14 +350,14 @@ class Handle:
 
     def mark_settling(self, turn: Turn, owner: str | None = None) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
-        with self._changing():
-            if self.turn is not turn:
-                return False
-            if self.record.state != RUNNING or (self.durable is not None and self.record.turn_owner != owner):
-                self.turn = None  # another process interrupted it, or took it over
-                return False
-            turn.settling = True
-            return True
+        self.sync()  # nothing is written: the outcome is published in the next change
+        if self.turn is not turn:
+            return False
+        if self.record.state != RUNNING or (self.durable is not None and self.record.turn_owner != owner):
+            self.turn = None  # another process interrupted it, or took it over
+            return False
+        turn.settling = True
+        return True
 
     def suspend(self, turn: Turn, result: AgentResult, checkpoint: list[dict[str, Any]] | None) -> AgentResult:
         """``running→suspended`` on the turn's pending request (path stamped); its result."""
@@ -343,7 +367,12 @@ class Handle:
             result = attrs.evolve(result, pending=request, text=request.prompt)
             self._disown()
             self.record.suspension = Suspension(
-                request=request, input=turn.input, checkpoint=checkpoint, tokens_before=turn.tokens_before, turns=result.turns
+                request=request,
+                input=turn.input,
+                checkpoint=checkpoint,
+                tokens_before=turn.tokens_before,
+                turns=result.turns,
+                trace=turn.suspended_trace,
             )
             self.move(SUSPENDED)
             self.publish(result)
@@ -392,7 +421,7 @@ class Handle:
         pending = self.record.pending
         return self.record.state == SUSPENDED and pending is not None and pending.id == request_id
 
-    def resume(self, answer: Answer, *, origin: bool, durable: bool) -> Turn:
+    def resume(self, answer: Answer, *, origin: bool, durable: bool, trace: dict[str, str] | None = None) -> Turn:
         """The turn that continues a suspension answered by ``answer``.
 
         The ``origin`` (the handle whose own tool asked) resumes at its checkpoint; a
@@ -408,12 +437,16 @@ class Handle:
                 serial=self.record.turn_serial,
                 input=suspension.input,
                 tokens_before=suspension.tokens_before,
-                prior_turns=suspension.turns,
+                # A replay with a journal serves the recorded replies again and counts them
+                # in the run; without one, they were asked again and the run counts them anew.
+                prior_turns=suspension.turns if origin or self.durable is None else 0,
+                trace=trace,
+                suspended_trace=suspension.trace,
             )
             turn.segment = self.record.turn_segment
             if origin:
                 turn.resume = (suspension.checkpoint or [], suspension.request, answer)
-                turn.segment += 1
+                turn.segment += 1  # a fresh transcript from the checkpoint: a fresh journal
             self.record.suspension = None
             if durable:
                 self.move(IDLE)
@@ -445,6 +478,16 @@ class Handle:
     def free_slot(self) -> None:
         with self._changing():
             self.record.running_children -= 1
+
+    def queue_wake(self, child_id: str) -> None:
+        """A child's wake waits (FIFO) for one of this handle's slots."""
+        with self._changing():
+            self.record.wake_queue.append(child_id)
+
+    def drop_wake(self, child_id: str) -> None:
+        with self._changing():
+            if child_id in self.record.wake_queue:
+                self.record.wake_queue.remove(child_id)
 
     def add_child(self, child_id: str) -> None:
         with self._changing():

@@ -15,16 +15,16 @@ import logging
 import time
 from concurrent.futures import Executor
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol
 
 import attrs
 
-from . import _jobs
-from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
+from . import _jobs, tracing
+from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .errors import Cancelled, LLMError, UnknownRequest, WireError
 from .styles import openai as openai_style
 from .toolkit import Toolkit
-from .tools import ToolContext
+from .tools import ToolContext, failure, suspend
 from ._cancel import CancelScope
 
 if TYPE_CHECKING:
@@ -71,6 +71,31 @@ class Engine:
     executor: Callable[[], Executor | None] = lambda: None
 
 
+class Journal(Protocol):
+    """Where a durable turn records each step as it happens, so that a turn taken over
+    after a crash replays what was done instead of doing it again."""
+
+    def model_reply(self, step: int) -> ModelReply | None:
+        """The recorded reply of model call ``step`` (1-based), if there is one."""
+
+    def record_model(self, step: int, reply: ModelReply) -> None:
+        """Commit ``reply`` together with its charge to the ledger."""
+
+    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
+        """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
+        and never finished (in doubt)."""
+
+    def tools_started(self, call_ids: list[str]) -> None:
+        """Commit that these calls are about to run."""
+
+    def tool_done(self, call_id: str, result: ToolResult) -> None:
+        """Commit one call's result together with its charge to the ledger (a suspension
+        is not an effect: it is left to be asked again)."""
+
+
+IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not finish; it was not run again"
+
+
 @attrs.frozen(kw_only=True)
 class RunSpec:
     """How one run behaves. ``guard`` is asked before every model call and returns the name
@@ -89,6 +114,11 @@ class RunSpec:
     handle_id: str | None = None
     on_usage: Callable[[Usage], None] | None = None
     on_tool_calls: Callable[[int], None] | None = None
+    #: With a journal, every model reply and tool result is recorded (and charged) there.
+    journal: Journal | None = None
+    #: The idempotency key of a tool call, by call id.
+    call_key: Callable[[str], str] | None = None
+    trace: tracing.Tracer = tracing.OFF
 
 
 @attrs.define
@@ -148,7 +178,11 @@ def resume(
     halted_id = found[-1][0]
     kept = dict(found[:-1])
     answers = {halted_id: answer}
-    if not answer.ok:
+    if pending.kind == RETRY_KIND:
+        answers = {}  # the answer was about running the call again, not for the tool itself
+        if not answer.ok:
+            kept[halted_id] = failure(IN_DOUBT.format(tool=(pending.data or {}).get("tool", "the tool")))
+    elif not answer.ok:
         kept[halted_id] = _declined(answer, pending)
         answers = {}
     state = _State(messages=list(messages[: index + 1]))
@@ -217,6 +251,13 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
 
 def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]]) -> ModelReply:
     turn = state.turns + 1
+    recorded = spec.journal.model_reply(turn) if spec.journal is not None else None
+    if recorded is not None:  # asked and charged before a crash: never asked again
+        state.turns = turn
+        state.usage = state.usage + recorded.usage
+        state.messages.append(recorded.message)
+        state.text = recorded.text
+        return recorded
     if spec.hooks.before_llm is not None:
         change = spec.hooks.before_llm(messages=state.messages, tools=copy.deepcopy(tools), model=spec.model, turn=turn)
         if isinstance(change, dict):
@@ -225,7 +266,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
             tools = change.get("tools", tools)
     started = time.perf_counter()
     try:
-        reply = _fetch(engine, spec, state.messages, tools)
+        with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
+            reply = _fetch(engine, spec, state.messages, tools)
+            traced.reply(reply)
     except (LLMError, Cancelled):
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
@@ -234,7 +277,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     state.usage = state.usage + reply.usage
     state.messages.append(reply.message)
     state.text = reply.text
-    if spec.on_usage is not None:
+    if spec.journal is not None:
+        spec.journal.record_model(turn, reply)
+    elif spec.on_usage is not None:
         spec.on_usage(reply.usage)
     if spec.hooks.after_llm is not None:
         spec.hooks.after_llm(response=reply.message, model=spec.model, turn=turn)
@@ -302,17 +347,25 @@ def _tool_phase(
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
     """
-    kept = kept or {}
+    kept = dict(kept or {})
     answers = answers or {}
-    todo = [call for call in calls if call.id not in kept]
+    asked: dict[str, ToolResult] = {}
+    if spec.journal is not None:
+        asked = _journaled(spec.journal, toolkit, [call for call in calls if call.id not in kept], kept)
+    todo = [call for call in calls if call.id not in kept and call.id not in asked]
+    if spec.journal is not None and todo:
+        spec.journal.tools_started([call.id for call in todo])
     turn = state.turns
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
     # tool spawns its child here, so child ids follow call order); then concurrently.
     starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
-    outcomes: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts])
+    ran: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts])
     _check_cancel(spec)
-    if spec.on_tool_calls is not None and outcomes:
-        spec.on_tool_calls(len(outcomes))
+    if spec.on_tool_calls is not None and ran and spec.journal is None:
+        spec.on_tool_calls(len(ran))
+    by_id = {o.call.id: o for o in ran}
+    by_id.update({call.id: _Outcome(call=call, args=decode_arguments(call.arguments)[0], result=asked[call.id]) for call in calls if call.id in asked})
+    outcomes = [by_id[call.id] for call in calls if call.id in by_id]
     halted = next((o for o in outcomes if o.result.pending is not None), None)
     if halted is not None:
         # A call that consumed an answer keeps its result, so a later resume does not ask again.
@@ -327,6 +380,33 @@ def _tool_phase(
     state.records.extend(_record(o) for o in outcomes)
     state.messages.extend(engine.style.tool_result_messages([(call.id, results[call.id]) for call in calls]))
     return None
+
+
+RETRY_KIND = "retry"
+
+
+def _journaled(journal: Journal, toolkit: Toolkit, calls: list[ToolCall], kept: dict[str, ToolResult]) -> dict[str, ToolResult]:
+    """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
+    option. Returns the calls that ask whether to run again (``retry="ask"``)."""
+    asked: dict[str, ToolResult] = {}
+    for call_id, result in journal.tool_outcomes([call.id for call in calls]).items():
+        call = next(c for c in calls if c.id == call_id)
+        if result is not None:
+            kept[call_id] = result
+            continue
+        found = toolkit.get(call.name)
+        policy = found.retry if found is not None else "never"
+        if policy == "never":
+            kept[call_id] = failure(IN_DOUBT.format(tool=call.name))
+        elif policy == "ask":
+            question = make_request(
+                RETRY_KIND,
+                f"{call.name} was running when its process stopped and may or may not have finished. Run it again?",
+                data={"tool": call.name, "call": call_id},
+            )
+            asked[call_id] = suspend(question)
+        # "safe": left in the to-do list, run again with the same idempotency key
+    return asked
 
 
 def _record(outcome: _Outcome) -> ToolCallRecord:
@@ -358,12 +438,13 @@ class _Started:
     args: Any
     ctx: ToolContext
     started: float
+    span: Any
     result: ToolResult | None = None
 
 
 def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Started:
     ctx = _context(spec, call, answer)
-    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter())
+    begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter(), span=spec.trace.tool(call))
     args, problem = decode_arguments(call.arguments)
     if problem is not None:
         begun.result = ToolResult(output=f"{problem} for tool {call.name}", is_error=True)
@@ -377,21 +458,28 @@ def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answ
             if isinstance(change.get("args"), dict):
                 args = change["args"]
     begun.args = args
-    toolkit.prepare(call.name, args, ctx)
+    with begun.span.current():  # a child the prepare step starts nests in this call's span
+        toolkit.prepare(call.name, args, ctx)
     return begun
 
 
 def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
     call, args = begun.call, begun.args
-    result = begun.result
-    if result is None:
-        result = toolkit.execute(call.name, args, begun.ctx)
-        if result.pending is not None and spec.wait_for is not None:
-            result = _interpret(spec, toolkit, call, args, result.pending)
-    if spec.hooks.after_tool is not None:
-        change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
-        if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
-            result = change["result"]
+    with begun.span.running(args) as traced:
+        result = begun.result
+        if result is None:
+            result = toolkit.execute(call.name, args, begun.ctx)
+            if result.pending is not None:
+                traced.suspended(result.pending)
+                if spec.wait_for is not None:
+                    result = _interpret(spec, toolkit, call, args, result.pending)
+        if spec.hooks.after_tool is not None:
+            change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
+            if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
+                result = change["result"]
+        if spec.journal is not None:
+            spec.journal.tool_done(call.id, result)
+        traced.result(result)
     _emit_tool(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)
 
@@ -417,7 +505,8 @@ def _declined(answer: Answer | None, request: Request) -> ToolResult:
 
 
 def _context(spec: RunSpec, call: ToolCall, answer: Answer | None) -> ToolContext:
-    ctx = ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id)
+    key = spec.call_key(call.id) if spec.call_key is not None else None
+    ctx = ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
     if spec.scope is not None:
         ctx.cancelled = spec.scope.event
     return ctx

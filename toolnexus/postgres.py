@@ -58,7 +58,6 @@ class PostgresState(SqlState):
                 max_size=max_size,
                 kwargs={"autocommit": True, "connect_timeout": int(_CONNECT_TIMEOUT_S)},
                 configure=self._configure,
-                check=ConnectionPool.check_connection,
                 max_idle=300,
                 max_lifetime=1800,
                 open=False,

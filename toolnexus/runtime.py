@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
-from . import _jobs, budget as budgets
+from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
 from .client import build_engine
 from .dispatch import Dispatcher, Dispatching
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
+RECOVER_OPTIONS = ("resume", "interrupt", "leave")
+_HOST = socket.gethostname()
 #: How long a wait on a turn owned by another process goes without re-reading the state.
 _REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
@@ -49,6 +53,7 @@ class Runtime:
     Connection options are the ``Client``'s; ``registry`` maps agent names to
     ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
     call ``close(rt.root)``: every thread it started has ended when that returns.
+    ``trace_content=True`` records prompt and completion text on the trace spans.
     """
 
     def __init__(
@@ -76,18 +81,31 @@ class Runtime:
         max_workers: int | None = None,
         state: str | os.PathLike[str] | SqlState | None = None,
         runtime_id: str = "default",
-        dispatcher: Dispatcher | None = None,
         lease_ms: int = 15000,
+        recover: str = "resume",
+        keep_closed: int = 1000,
+        trace_content: bool = False,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
             raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
         if dispatcher is not None and state is None:
             raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
+        if recover not in RECOVER_OPTIONS:
+            raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
+        if lease_ms <= 0:
+            raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
+        if keep_closed < 0:
+            raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
+        self._recover = recover
+        self._lease_s = lease_ms / 1000
+        self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
+        self._letting_go = threading.Event()
         self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
         self._owns_state = state is not None and not isinstance(state, SqlState)
         self.root = self._open_root()
-        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None)
+        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._shutdown_s = shutdown_ms / 1000
@@ -96,6 +114,7 @@ class Runtime:
             self._store = StateConversations(self._durable)
         else:
             self._store = store if store is not None else InMemoryStore()
+        self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
         workers = max_workers or _DEFAULT_WORKERS
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
         engine = build_engine(
@@ -126,12 +145,22 @@ class Runtime:
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
+            nonce=self.root.record.nonce,
+            durable=self._durable,
+            owner=self._owner,
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
         self._dispatch: Dispatching | None = None
         if dispatcher is not None and self._durable is not None:
-            self._dispatch = Dispatching(dispatcher, self._durable, self._tree, lease_ms / 1000)
-            self._dispatch.start()
+            self._dispatch = Dispatching(dispatcher, self._durable, self._tree, self._owner)
+        self._heartbeat: threading.Thread | None = None
+        if self._durable is not None:
+            self._durable.register_owner(self._owner, _HOST, os.getpid())
+            if self._recover != "leave":
+                self._sweep()
+            self._heartbeat = threading.Thread(target=self._beat, name="toolnexus-heartbeat", daemon=True)
+            self._heartbeat.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -151,7 +180,7 @@ class Runtime:
         """The root handle: the stored one when the state holds this tree (opening
         continues it), else a new one, committed at once."""
         durable = self._durable
-        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET)
+        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=uuid.uuid4().hex)
         if durable is None:
             return Handle(fresh)
         try:
@@ -179,7 +208,7 @@ class Runtime:
 
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
         """One store transaction around a change to ``handles`` (their locks held)."""
-        return self._durable.change(*handles) if self._durable is not None else contextlib.nullcontext()
+        return self._durable.change(*handles, dirty=False) if self._durable is not None else contextlib.nullcontext()
 
     def release(self) -> None:
         """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
@@ -187,9 +216,88 @@ class Runtime:
         if self._durable is None:
             self.close(self.root)
             return
+        if self._letting_go.is_set():
+            return
+        for handle in self._tree.all():  # turns still running here stop; the state keeps them
+            turn = handle.turn
+            if turn is not None:
+                turn.scope.cancel()
         self._stop_workers(time.monotonic() + self._shutdown_s + _THREAD_GRACE_S)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Stop the heartbeat; this runtime's remaining turns are orphaned for others to recover."""
+        assert self._durable is not None
+        if self._letting_go.is_set():
+            return
+        self._letting_go.set()
+        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+            self._heartbeat.join(timeout=self._shutdown_s + _THREAD_GRACE_S)
+        with contextlib.suppress(ToolnexusError):
+            self._durable.drop_owner(self._owner)
         if self._owns_state:
             self._durable.store.close()
+
+    # --- owners, leases and recovery ------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Prove this runtime alive every third of a lease; recover orphaned turns."""
+        assert self._durable is not None
+        while not self._letting_go.wait(self._lease_s / 3):
+            try:
+                self._durable.heartbeat(self._owner)
+                if self._recover != "leave":
+                    self._sweep()
+                if self._dispatch is not None:
+                    self._dispatch.resend_stale()
+            except ToolnexusError:
+                log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
+
+    def _sweep(self) -> None:
+        """Recover every orphaned turn of the tree, as ``recover`` says (deepest first)."""
+        assert self._durable is not None
+        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+            self._take_over(handle_id, dead_owner, self._recover)
+
+    def recover(self, h: Handle | str) -> bool:
+        """Continue an orphaned turn here from its journal (for ``recover="leave"``).
+
+        Returns whether there was an orphaned turn to take over.
+        """
+        if self._durable is None:
+            return False
+        handle = self._tree.get(h)
+        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+            if handle_id == handle.id:
+                return self._take_over(handle_id, dead_owner, "resume")
+        return False
+
+    def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
+        """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
+        assert self._durable is not None
+        handle = self._tree.get(handle_id)
+        parent = self._tree.parent(handle)
+        assert parent is not None
+        job = None
+        with parent.lock, handle.lock, self._atomic(parent, handle):
+            record = handle.record
+            if record.state != RUNNING or record.turn_owner != dead_owner or handle.turn is not None:
+                return False  # finished, interrupted or claimed by someone else meanwhile
+            if mode == "interrupt":
+                handle.abort()
+                self._durable.forget_turn(handle.id, record.turn_serial)
+            elif self._dispatch is not None:
+                job = self._dispatch.requeue(handle)  # a worker takes it over from its journal
+            else:
+                turn = handle.stored_turn()
+                turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
+                handle.take_over(turn, self._clock(), self._owner)
+            self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
+        if job is None:
+            self._release_slot(handle)
+        else:
+            self._launch(job)
+        return True
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -274,7 +382,7 @@ class Runtime:
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
         child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
-        with child.lock, self._atomic(child):
+        with child.lock, self._durable.change(child) if self._durable is not None else contextlib.nullcontext():  # the new row
             owner.add_child(child_id)
         self._tree.add(child)
         return child
@@ -314,36 +422,37 @@ class Runtime:
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
+        trace = tracing.capture()  # the turn nests here, whichever thread runs it
         with parent.lock, handle.lock, self._atomic(parent, handle):
-            job = self._admit(parent, handle, prompt)
+            job = self._admit(parent, handle, prompt, trace)
         if job is not None:
             self._launch(job)
 
-    def _admit(self, parent: Handle, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+    def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
         if not handle.accepting:
             raise HandleClosed(f"closed: {handle.id} cannot be woken")
         if handle.busy or handle.record.state == SUSPENDED:
             return None
         if not parent.take_slot(self._slot_cap(parent)):
-            handle.enqueue(prompt)
-            parent.record.wake_queue.append(handle.id)
+            handle.enqueue(prompt, trace)
+            parent.queue_wake(handle.id)
             self._tree.event("wake_queued", handle.id, parent=parent.id)
             return None
-        return self._start_turn(handle, prompt)
+        return self._start_turn(handle, prompt, trace)
 
     def _slot_cap(self, parent: Handle) -> int | None:
         return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
 
-    def _start_turn(self, handle: Handle, prompt: str | None) -> _jobs.Job:
+    def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
         text = render_input(prompt, handle.record.inbox, _ancestry(handle.id))
-        return self._begin(handle, handle.start(prompt, text))
+        return self._begin(handle, handle.start(prompt, text, trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         if self._dispatch is not None:
             return self._dispatch.queue(handle, turn)
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
-        handle.begin(turn, self._clock())
+        handle.begin(turn, self._clock(), self._owner)
         return turn.job
 
     def _launch(self, job: _jobs.Job) -> None:
@@ -396,18 +505,22 @@ class Runtime:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
         with handle.lock:
-            if not handle.mark_settling(turn, self._dispatch.owner if self._dispatch is not None else None):
+            if not handle.mark_settling(turn, self._owner):
                 return  # interrupted meanwhile; the interrupt published already
         if not pending:
             self._retire_task_children(handle, turn.serial)
-            if run is not None:
+            if run is not None and self._durable is None:
                 self._store.save(handle.id, run.messages)
         with handle.lock, self._atomic(handle):
+            if not pending and run is not None and self._durable is not None:
+                self._store.save(handle.id, run.messages)  # the transcript commits with the outcome
             if pending:
                 suspended = handle.suspend(turn, result, run.messages if run is not None else None)
                 self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
                 handle.finish(result)
+                if self._durable is not None:
+                    self._durable.forget_turn(handle.id, turn.serial)
         self._release_slot(handle)
 
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
@@ -433,11 +546,12 @@ class Runtime:
             while record.wake_queue and (cap is None or record.running_children < cap):
                 sibling = self._tree.get(record.wake_queue[0])
                 with sibling.lock, self._atomic(parent, sibling):
-                    record.wake_queue.pop(0)
+                    parent.drop_wake(sibling.id)
                     if not sibling.record.queued:
                         continue
                     parent.take_slot(cap)
-                    jobs.append(self._start_turn(sibling, sibling.dequeue()))
+                    prompt, trace = sibling.dequeue()
+                    jobs.append(self._start_turn(sibling, prompt, trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         for job in jobs:
             self._launch(job)
@@ -570,9 +684,10 @@ class Runtime:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
                 turn = handle.abort()
+                if self._durable is not None:
+                    self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
-                if record.id in parent.record.wake_queue:
-                    parent.record.wake_queue.remove(record.id)
+                parent.drop_wake(record.id)
                 handle.drop_queued_wake()
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
@@ -620,6 +735,7 @@ class Runtime:
         above = self._tree.parent(chain[-1])
         assert above is not None
         path = [above, *reversed(chain)]  # lock order: ancestor before descendant
+        trace = tracing.capture()  # the resumed turns nest where the answer came in
         jobs = []
         with contextlib.ExitStack() as held:
             for each in path:
@@ -631,7 +747,7 @@ class Runtime:
             for position, handle in enumerate(chain):
                 if not handle.suspended_on(answer.id):
                     continue
-                turn = handle.resume(answer, origin=position == 0, durable=top is None)
+                turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
                 path[len(chain) - 1 - position].take_slot(None)
                 jobs.append(self._begin(handle, turn))
         for job in jobs:
@@ -664,6 +780,8 @@ class Runtime:
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
             self._stop_workers(threads_by)
+            if self._durable is not None:
+                self._let_go()
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock, self._atomic(handle):
@@ -678,28 +796,50 @@ class Runtime:
                 handle.changed.wait_for(lambda: not handle.busy, timeout=max(0.0, deadline - self._clock()))
         while True:
             self.interrupt(handle)
-            with handle.lock:
-                handle.sync()
+            with handle.lock, self._atomic(handle):
                 state = handle.record.state
                 if state == CLOSED:
                     return
                 if state == IDLE:
                     handle.close()
+                    self._tree.event("close", handle.id, reason=reason)
                     break
                 if state == RUNNING:
                     # A turn that was already settling (saving its transcript) outlasted the
                     # interrupt's wait: let its outcome land, then go round again.
                     handle.changed.wait_for(lambda: handle.record.state != RUNNING)
                 # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        self._tree.event("close", handle.id, reason=reason)
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
+        self._retire(handle)
+
+    def _retire(self, handle: Handle) -> None:
+        """Let the oldest closed handles leave memory (a state still has them). A task
+        child closed while its parent's turn runs waits for that turn: a repeated call may
+        still reattach to it."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            return
+        with parent.lock:
+            busy = parent is not self.root and parent.record.state == RUNNING
+        if busy:
+            return
+        for gone in self._tree.retire(handle):
+            try:
+                above = self._tree.parent(gone)
+            except UnknownHandle:  # left memory before its child did
+                above = None
+            if above is not None:
+                with above.lock:
+                    if gone.id in above.record.children:
+                        above.record.children.remove(gone.id)
+            if self._own_transcripts:
+                assert isinstance(self._store, InMemoryStore)
+                self._store.discard(gone.id)
 
     def _stop_workers(self, deadline: float) -> None:
         """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
         on the monotonic clock."""
-        if self._dispatch is not None:
-            self._dispatch.stop()
         executor = self._executor
         executor.shutdown(wait=False, cancel_futures=True)
         threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
@@ -731,3 +871,14 @@ def _ancestry(handle_id: str) -> set[str]:
 def _runnable(handle: Handle) -> bool:
     turn = handle.turn
     return turn is not None and turn.job is not None and not turn.job.claimed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of this host still exists (a dead owner's turns need no lease wait)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
 
 import attrs
 
@@ -76,6 +76,11 @@ _SCHEMA = [
         seq {serial}, runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL,
         body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS tn_events_rt ON tn_events (runtime_id, seq)""",
+    """CREATE TABLE IF NOT EXISTS tn_journal (
+        runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL, serial INTEGER NOT NULL, segment INTEGER NOT NULL,
+        kind TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL, status TEXT NOT NULL,
+        payload TEXT, at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, handle_id, serial, segment, kind, step, call_id))""",
     """CREATE TABLE IF NOT EXISTS tn_owners (
         runtime_id TEXT NOT NULL, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL,
         started_at DOUBLE PRECISION NOT NULL, heartbeat_at DOUBLE PRECISION NOT NULL,
@@ -273,23 +278,28 @@ class DurableTree:
     # --- transactions around handle changes ---------------------------------------------------
 
     @contextlib.contextmanager
-    def change(self, *handles: Handle) -> Iterator[None]:
+    def change(self, *handles: Handle, dirty: bool = True) -> Iterator[None]:
         """One transaction around a change to ``handles`` (their locks held): re-read rows
-        another process changed, run the block, write every touched row, commit."""
+        another process changed, run the block, write every row a ``Handle`` method
+        changed (``dirty``), commit. ``dirty=False`` only joins and refreshes."""
         touched: dict[str, Handle] | None = getattr(self._local, "touched", None)
         outer = touched is None
         if outer:
             touched = self._local.touched = {}
+            self._local.dirty = {}
         assert touched is not None
+        changed: dict[str, Handle] = self._local.dirty
         try:
             with self.store.transaction():
                 for handle in handles:
                     if handle.id not in touched:
                         self._refresh(handle)
                         touched[handle.id] = handle
+                    if dirty:
+                        changed[handle.id] = handle
                 yield
                 if outer:
-                    for handle in touched.values():
+                    for handle in changed.values():
                         self._write(handle)
         except BaseException:
             if outer:
@@ -298,7 +308,7 @@ class DurableTree:
             raise
         finally:
             if outer:
-                self._local.touched = None
+                self._local.touched = self._local.dirty = None
 
     def sync(self, handle: Handle) -> None:
         """Re-read ``handle`` (its lock held) when another process changed it."""
@@ -405,6 +415,34 @@ class DurableTree:
         )
         return [from_wire(Request, _json(row[0])) for row in rows]
 
+    # --- the turn journal: each model reply and tool result, committed as it happens -------------
+
+    def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+        rows = self.store.execute(
+            "SELECT status, payload FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ?"
+            " AND kind = ? AND step = ? AND call_id = ?",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
+        )
+        return (rows[0][0], _json(rows[0][1]) if rows[0][1] is not None else None) if rows else None
+
+    def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
+        self.store.execute(
+            "INSERT INTO tn_journal (runtime_id, handle_id, serial, segment, kind, step, call_id, status, payload, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (runtime_id, handle_id, serial, segment, kind, step, call_id)"
+            " DO UPDATE SET status = excluded.status, payload = excluded.payload, at = excluded.at",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id, status, json.dumps(payload) if payload is not None else None, time.time()),
+        )
+
+    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None:
+        self.store.execute(
+            "DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ? AND kind = ? AND step = ? AND call_id = ?",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
+        )
+
+    def forget_turn(self, handle_id: str, serial: int) -> None:
+        """A settled turn needs no journal: nothing will replay it."""
+        self.store.execute("DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ?", (self.runtime_id, handle_id, serial))
+
     # --- owners: who runs which turn, and whether they are still alive ---------------------------
 
     def register_owner(self, owner: str, host: str, pid: int) -> None:
@@ -440,6 +478,27 @@ class DurableTree:
         for handle_id, body in self.store.execute(sql, params):
             data = _json(body)
             found.append((handle_id, data.get("turn_owner"), data.get("turn_queued_at")))
+        found.sort(key=lambda item: -item[0].count("/"))
+        return found
+
+    def orphans(self, lease_s: float, host: str, alive: Callable[[int], bool]) -> list[tuple[str, str | None]]:
+        """``(handle id, dead owner)`` of every running turn whose owner is gone: no heartbeat
+        for ``lease_s``, or a process of this host that no longer exists. Deepest first."""
+        owners = {
+            row[0]: (row[1], int(row[2]), float(row[3]))
+            for row in self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
+        }
+        now = time.time()
+        found = []
+        for handle_id, body in self.store.execute("SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'", (self.runtime_id,)):
+            data = _json(body)
+            owner = data.get("turn_owner")
+            if owner is None and data.get("turn_queued_at") is not None:
+                continue  # queued for a dispatcher: nobody owns it yet, nobody died
+            known = owners.get(owner) if owner is not None else None
+            dead = known is None or now - known[2] > lease_s or (known[0] == host and not alive(known[1]))
+            if dead:
+                found.append((handle_id, owner))
         found.sort(key=lambda item: -item[0].count("/"))
         return found
 
@@ -540,6 +599,7 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
             "checkpoint": suspension.checkpoint,
             "tokens_before": suspension.tokens_before,
             "turns": suspension.turns,
+            "trace": suspension.trace,
         },
         "turn_serial": record.turn_serial,
         "task_keys": [[agent, prompt, serial, child] for (agent, prompt), (serial, child) in record.task_keys.items()],
@@ -547,6 +607,7 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
         "settled": record.settled,
         "closing": record.closing,
         "queued_prompt": record.queued_prompt,
+        "queued_trace": record.queued_trace,
         "queued": record.queued,
         "running_children": record.running_children,
         "wake_queue": record.wake_queue,
@@ -559,6 +620,7 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
         if record.turn_resume is None
         else {"checkpoint": record.turn_resume[0], "pending": to_wire(record.turn_resume[1]), "answer": to_wire(record.turn_resume[2])},
         "turn_queued_at": record.turn_queued_at,
+        "nonce": record.nonce,
     }
 
 
@@ -566,7 +628,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
     from .handle import HandleRecord, InboxItem, Suspension
 
     suspension = body["suspension"]
-    resume = body.get("turn_resume")
+    resume = body["turn_resume"]
     return HandleRecord(
         id=handle_id,
         name=body["name"],
@@ -591,6 +653,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
             checkpoint=suspension["checkpoint"],
             tokens_before=suspension["tokens_before"],
             turns=suspension["turns"],
+            trace=suspension.get("trace"),
         ),
         turn_serial=body["turn_serial"],
         task_keys={(agent, prompt): (serial, child) for agent, prompt, serial, child in body["task_keys"]},
@@ -598,18 +661,20 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
         settled=body["settled"],
         closing=body["closing"],
         queued_prompt=body["queued_prompt"],
+        queued_trace=body.get("queued_trace"),
         queued=body["queued"],
         running_children=body["running_children"],
         wake_queue=list(body["wake_queue"]),
         version=version,
-        turn_owner=body.get("turn_owner"),
-        turn_input=body.get("turn_input"),
-        turn_tokens_before=body.get("turn_tokens_before", 0),
-        turn_prior_turns=body.get("turn_prior_turns", 0),
-        turn_segment=body.get("turn_segment", 0),
+        turn_owner=body["turn_owner"],
+        turn_input=body["turn_input"],
+        turn_tokens_before=body["turn_tokens_before"],
+        turn_prior_turns=body["turn_prior_turns"],
+        turn_segment=body["turn_segment"],
         turn_resume=None
         if resume is None
         else (resume["checkpoint"], from_wire(Request, resume["pending"]), from_wire(Answer, resume["answer"])),
+        nonce=body["nonce"],
         turn_queued_at=body.get("turn_queued_at"),
     )
 

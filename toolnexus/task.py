@@ -66,7 +66,8 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
             return refused
         return rt.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
-    return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent", prepare=prepare)
+    # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
+    return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent", prepare=prepare, retry="safe")
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:

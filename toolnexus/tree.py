@@ -9,6 +9,7 @@ loaded on first use, and requests and events live in the state.
 
 from __future__ import annotations
 
+import collections
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -20,17 +21,29 @@ if TYPE_CHECKING:
     from .state import DurableTree
 
 
+#: Events kept in memory (a state keeps them all).
+MAX_EVENTS = 10_000
+
+
 class HandleTree:
     """The runtime's table of handles, rooted at ``root``."""
 
-    def __init__(self, root: Handle, durable: DurableTree | None = None, load: Callable[[str], Handle | None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Handle,
+        durable: DurableTree | None = None,
+        load: Callable[[str], Handle | None] | None = None,
+        keep_closed: int = 1000,
+    ) -> None:
         self.root = root
         self._durable = durable
         self._load = load
-        self._lock = threading.Lock()  # guards: _handles, _parked, _events (a leaf lock)
+        self._keep_closed = keep_closed
+        self._lock = threading.Lock()  # guards: _handles, _parked, _events, _closed (a leaf lock)
         self._handles: dict[str, Handle] = {root.id: root}
         self._parked: dict[str, str] = {}  # request id -> the handle whose own tool asked
-        self._events: list[dict[str, Any]] = []
+        self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
+        self._closed: collections.deque[str] = collections.deque()  # retired handles, oldest first
 
     def __len__(self) -> int:
         with self._lock:
@@ -71,10 +84,44 @@ class HandleTree:
     def walk(self, handle: Handle) -> Iterator[Handle]:
         """``handle`` and its subtree in pre-order, children in spawn order."""
         yield handle
-        with handle.lock:
-            children = list(handle.record.children)
-        for child_id in children:
+        for child_id in self.children(handle):
             yield from self.walk(self.get(child_id))
+
+    def children(self, handle: Handle) -> list[str]:
+        """Child ids in spawn order: from the state when there is one (it keeps them all)."""
+        if self._durable is not None:
+            return self._durable.children(handle.id)
+        with handle.lock:
+            return list(handle.record.children)
+
+    # --- bounded memory: closed handles leave the table, oldest first ----------------------
+
+    def retire(self, handle: Handle) -> list[Handle]:
+        """Count ``handle`` and its (closed) subtree as closed; the oldest closed handles
+        beyond ``keep_closed`` leave the table, and are returned."""
+        with handle.lock:
+            ids = [handle.id, *self._closed_below(handle)]
+            handle.retired = True
+        with self._lock:
+            self._closed.extend(ids)
+            gone = []
+            while len(self._closed) > self._keep_closed:
+                dropped = self._handles.pop(self._closed.popleft(), None)
+                if dropped is not None:
+                    gone.append(dropped)
+        return gone
+
+    def _closed_below(self, handle: Handle) -> list[str]:
+        """Ids under ``handle`` that were closed while their parent still ran (task children)."""
+        found: list[str] = []
+        for child_id in handle.record.children:
+            with self._lock:
+                child = self._handles.get(child_id)
+            if child is not None and not child.retired:
+                child.retired = True
+                found.append(child_id)
+                found.extend(self._closed_below(child))
+        return found
 
     # --- parked requests: which handle's own tool asked, by request id ------------------
 

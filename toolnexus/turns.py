@@ -7,20 +7,30 @@ handle takes that handle's lock for a moment and never holds it across the model
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import logging
 import threading
 import time
-from typing import Any, Callable, ContextManager, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
-from . import budget as budgets, loop
+import attrs
+
+from . import budget as budgets, loop, tracing
 from .agent import AgentDef
-from .data import AgentResult, RunResult, Usage
-from .handle import Handle, Turn
+from .data import AgentResult, ModelReply, RunResult, ToolCall, ToolResult, Usage
+from .errors import Cancelled
+from .handle import RUNNING, Handle, Turn
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
+from .wire import to_wire
+
+if TYPE_CHECKING:
+    from .state import DurableTree
 
 log = logging.getLogger("toolnexus")
 
@@ -42,8 +52,13 @@ class TurnRunner:
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
+        nonce: str = "",
+        durable: DurableTree | None = None,
+        owner: str | None = None,
+        trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
+        self.trace = trace
         self.metrics = Metrics()
         self._store = store
         self._model = model
@@ -53,11 +68,26 @@ class TurnRunner:
         self._clock = clock
         self._lineage = lineage
         self._task_tool = task_tool
+        self._nonce = nonce
+        self._durable = durable
+        self._owner = owner
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted."""
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
+
+        The turn is one ``invoke_agent`` span, nested where the turn was queued.
+        """
+        name, model = handle.definition.name, self.model_of(handle.definition)
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+            result, run = self._execute(handle, turn)
+            traced.done(result.status, result.text, result.pending)
+        if result.pending is not None:
+            turn.suspended_trace = traced.carrier()
+        return result, run
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
@@ -122,6 +152,9 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
+            journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner) if self._durable is not None and self._owner else None,
+            call_key=call_key(self._nonce, handle.id, turn.serial),
+            trace=self.trace,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
@@ -152,9 +185,14 @@ class TurnRunner:
                 each.charge_tool_calls(count, own=each is handle)
 
     def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
-        """Checked before every model call: the handle's own carve and wall clock."""
+        """Checked before every model call: the handle's own carve and wall clock, and (with
+        a durable state) whether another process interrupted or took over the turn."""
         with handle.lock:
             record = handle.record
+            if self._durable is not None:
+                handle.sync()
+                if record.state != RUNNING or record.turn_owner != self._owner:
+                    raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
             spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls)
         wall = record.budget.max_wall_ms
         if spent is None and wall is not None and (self._clock() - turn.started) * 1000 >= wall:
@@ -169,3 +207,97 @@ class TurnRunner:
             if spent is not None:
                 return spent
         return None
+
+
+class DurableJournal:
+    """A turn's journal in the durable state: each model reply and tool result commits
+    together with its ledger charge, fenced by the turn's owner (a process whose turn was
+    taken over cannot record anything more)."""
+
+    def __init__(self, handle: Handle, turn: Turn, durable: DurableTree, lineage: Callable[[Handle], Iterator[Handle]], owner: str) -> None:
+        self._handle = handle
+        self._serial = turn.serial
+        self._segment = turn.segment
+        self._durable = durable
+        self._lineage = lineage
+        self._owner = owner
+
+    def model_reply(self, step: int) -> ModelReply | None:
+        found = self._durable.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
+        if found is None or found[0] != "done":
+            return None
+        data = found[1]
+        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
+        return ModelReply(message=data["message"], text=data["text"], tool_calls=calls, usage=Usage(**data["usage"]))
+
+    def record_model(self, step: int, reply: ModelReply) -> None:
+        payload = {
+            "message": reply.message,
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+            "usage": attrs.asdict(reply.usage),
+        }
+        with self._ledger() as chain:
+            self._durable.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
+            self._handle.charge_model_call()
+            for each in chain:
+                each.charge_tokens(reply.usage.total_tokens)
+
+    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
+        found: dict[str, ToolResult | None] = {}
+        for call_id in call_ids:
+            row = self._durable.journal_get(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
+            if row is None:
+                continue
+            status, data = row
+            found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata")) if status == "done" else None
+        return found
+
+    def tools_started(self, call_ids: list[str]) -> None:
+        with self._handle.lock, self._durable.change(self._handle, dirty=False):
+            self._fence()
+            for call_id in call_ids:
+                self._durable.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "started", None)
+
+    def tool_done(self, call_id: str, result: ToolResult) -> None:
+        with self._ledger() as chain:
+            if result.pending is not None:  # a question, not an effect: asked again on replay
+                self._durable.journal_drop(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
+            else:
+                payload = {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)}
+                self._durable.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "done", payload)
+            for each in chain:
+                each.charge_tool_calls(1, own=each is self._handle)
+
+    @contextlib.contextmanager
+    def _ledger(self) -> Iterator[list[Handle]]:
+        """The handle and its ancestors, locked root first, in one transaction."""
+        chain = list(self._lineage(self._handle))
+        with contextlib.ExitStack() as held:
+            for each in reversed(chain):
+                held.enter_context(each.lock)
+            held.enter_context(self._durable.change(*reversed(chain), dirty=False))
+            self._fence()
+            yield chain
+
+    def _fence(self) -> None:
+        record = self._handle.record
+        if record.state != RUNNING or record.turn_owner != self._owner:
+            raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
+
+
+def call_key(nonce: str, handle_id: str, serial: int) -> Callable[[str], str]:
+    """Idempotency keys for the calls of one turn: stable across retries and recovery."""
+
+    def key(call_id: str) -> str:
+        digest = hashlib.sha256(f"{nonce}\x00{handle_id}\x00{serial}\x00{call_id}".encode()).hexdigest()
+        return f"tn-{digest[:40]}"
+
+    return key
+
+
+def _plain(metadata: dict[str, Any] | None) -> Any:
+    """Metadata as JSON data (anything else is kept as its string form)."""
+    if metadata is None:
+        return None
+    return json.loads(json.dumps(to_wire(metadata), default=str))

@@ -73,7 +73,14 @@ def parse_reply(data: Any) -> ModelReply:
         raise WireError("reply has no content blocks")
     calls = tool_calls_of({"role": "assistant", "content": blocks})
     text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-    return ModelReply(message={"role": "assistant", "content": blocks}, text=text, tool_calls=calls, usage=usage_of(data.get("usage")))
+    reason = data.get("stop_reason")
+    return ModelReply(
+        message={"role": "assistant", "content": blocks},
+        text=text,
+        tool_calls=calls,
+        usage=usage_of(data.get("usage")),
+        finish_reason=reason if isinstance(reason, str) else None,
+    )
 
 
 def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:

@@ -76,7 +76,8 @@ def parse_reply(data: Any) -> ModelReply:
     kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if calls:
         kept["tool_calls"] = message["tool_calls"]
-    return ModelReply(message=kept, text=text, tool_calls=calls, usage=usage_of(data.get("usage")))
+    reason = choices[0].get("finish_reason")
+    return ModelReply(message=kept, text=text, tool_calls=calls, usage=usage_of(data.get("usage")), finish_reason=reason if isinstance(reason, str) else None)
 
 
 def _call_from_wire(raw: Any) -> ToolCall:
@@ -138,4 +139,7 @@ def parse_generated(reply: Any) -> ModelReply:
     message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
     if wire_calls:
         message["tool_calls"] = wire_calls
-    return ModelReply(message=message, text=text, tool_calls=calls, usage=usage_of(reply.get("usage")))
+    reason = reply.get("finish_reason")
+    if not isinstance(reason, str):
+        reason = "tool_calls" if calls else "stop"
+    return ModelReply(message=message, text=text, tool_calls=calls, usage=usage_of(reply.get("usage")), finish_reason=reason)
