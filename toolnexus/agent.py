@@ -138,11 +138,12 @@ class Agent:
 
         return Runtime(self.registry, **runtime_options)
 
-    def run(self, prompt: str, **runtime_options: Any) -> AgentResult:
+    def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
         """Run once in a fresh runtime. A pending result keeps the runtime open on
-        ``result.runtime`` for ``resume``; otherwise the runtime is closed."""
+        ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
+        (seconds) is ``Runtime.run_agent``'s."""
         rt = self.runtime(**runtime_options)
-        result = rt.run_agent(self.name, prompt)
+        result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
             rt.close(rt.root)
         return attrs.evolve(result, runtime=rt)

@@ -13,7 +13,7 @@ import time
 import warnings
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from . import loop, tracing
 from .data import Answer, Request, RunResult
@@ -93,6 +93,11 @@ class Client:
     never appears in a log line, an exception, a repr or a trace span. With
     ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
     prompt and completion text to the spans.
+
+    ``inline=True`` runs every tool call on the thread that called ``run`` (the calls of
+    one turn one after another), so a tool shares that thread's database connection and
+    transaction. ``around_tool`` is a context-manager factory entered around every tool
+    call, on the thread that runs it.
     """
 
     def __init__(
@@ -116,9 +121,12 @@ class Client:
         wait_for: Callable[[Request], Answer] | None = None,
         store: ConversationStore | None = None,
         request_params: dict[str, Any] | None = None,
+        inline: bool = False,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
     ) -> None:
         self.model = model
+        self.inline = inline
         self.style = style
         self.base_url = base_url
         self._tool_threads = _ToolThreads()
@@ -134,7 +142,7 @@ class Client:
             timeout_ms=timeout_ms,
             on_error=on_error,
             request_params=request_params,
-            executor=self._tool_threads,
+            executor=_no_threads if inline else self._tool_threads,  # inline: every call on the run's thread
             pool_size=_POOL_SIZE,
         )
         self._metrics = Metrics()
@@ -145,6 +153,7 @@ class Client:
             hooks=Hooks.of(hooks),
             wait_for=wait_for,
             emit=emitter(self._metrics, on_metric),
+            around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
@@ -259,6 +268,10 @@ class Client:
         finally:
             event["ms"] = round((time.perf_counter() - started) * 1000, 3)
             self._spec.emit(event)
+
+
+def _no_threads() -> Executor | None:
+    return None
 
 
 class _ToolThreads:

@@ -100,7 +100,8 @@ IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not f
 class RunSpec:
     """How one run behaves. ``guard`` is asked before every model call and returns the name
     of a limit that is reached (``maxTokens``...) or None; ``on_usage`` and ``on_tool_calls``
-    feed a ledger as the run spends."""
+    feed a ledger as the run spends; ``around_tool`` makes the context entered around each
+    tool execution, on the thread that runs it."""
 
     model: str
     system: str | None = None
@@ -118,6 +119,7 @@ class RunSpec:
     journal: Journal | None = None
     #: The idempotency key of a tool call, by call id.
     call_key: Callable[[str], str] | None = None
+    around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
 
 
@@ -342,7 +344,8 @@ def _tool_phase(
     kept: dict[str, ToolResult] | None = None,
     answers: dict[str, Answer] | None = None,
 ) -> Request | None:
-    """Run every call without a kept result, concurrently; append results in call order.
+    """Run every call without a kept result, concurrently (one after another when the
+    engine has no executor: inline mode); append results in call order.
 
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
@@ -466,9 +469,10 @@ def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answ
 def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
     call, args = begun.call, begun.args
     with begun.span.running(args) as traced:
+        _check_cancel(spec)  # an interrupt stops the calls of the turn that have not started
         result = begun.result
         if result is None:
-            result = toolkit.execute(call.name, args, begun.ctx)
+            result = _execute(spec, toolkit, call.name, args, begun.ctx)
             if result.pending is not None:
                 traced.suspended(result.pending)
                 if spec.wait_for is not None:
@@ -493,10 +497,22 @@ def _interpret(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, 
         answer = Answer(id=request.id, ok=False, reason="declined")
     if not isinstance(answer, Answer) or not answer.ok:
         return _declined(answer if isinstance(answer, Answer) else None, request)
-    retried = toolkit.execute(call.name, args, _context(spec, call, answer))
+    retried = _execute(spec, toolkit, call.name, args, _context(spec, call, answer))
     if retried.pending is not None:
         return ToolResult(output=f"unresolved: {retried.pending.prompt}", is_error=True)
     return retried
+
+
+def _execute(spec: RunSpec, toolkit: Toolkit, name: str, args: Any, ctx: ToolContext) -> ToolResult:
+    """Run one tool inside the host's ``around_tool`` context; its failure is the call's error."""
+    if spec.around_tool is None:
+        return toolkit.execute(name, args, ctx)
+    try:
+        with spec.around_tool():
+            return toolkit.execute(name, args, ctx)
+    except Exception as exc:
+        log.warning("around_tool failed around tool %s", name, exc_info=True)
+        return ToolResult(output=f"tool {name} failed: around_tool raised {type(exc).__name__}: {exc}", is_error=True)
 
 
 def _declined(answer: Answer | None, request: Request) -> ToolResult:

@@ -16,7 +16,9 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
+
+import attrs
 
 from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
@@ -53,6 +55,11 @@ class Runtime:
     Connection options are the ``Client``'s; ``registry`` maps agent names to
     ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
     call ``close(rt.root)``: every thread it started has ended when that returns.
+
+    ``inline=True`` starts no worker threads: every turn and tool call runs on the thread
+    that waits for it (``run_agent``, ``wait``, a parent's ``task`` call), tool calls and
+    ``task`` children one after another. ``around_tool`` is a context-manager factory
+    entered around every tool call, on the thread that runs it.
     ``trace_content=True`` records prompt and completion text on the trace spans.
     """
 
@@ -84,6 +91,8 @@ class Runtime:
         lease_ms: int = 15000,
         recover: str = "resume",
         keep_closed: int = 1000,
+        inline: bool = False,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
         dispatcher: Dispatcher | None = None,
     ) -> None:
@@ -116,7 +125,9 @@ class Runtime:
             self._store = store if store is not None else InMemoryStore()
         self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
         workers = max_workers or _DEFAULT_WORKERS
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
+        self._inline = inline
+        # Inline: no pool at all; a turn runs on the thread that waits for it.
+        self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
         engine = build_engine(
             base_url=base_url,
             style=style,
@@ -148,6 +159,7 @@ class Runtime:
             nonce=self.root.record.nonce,
             durable=self._durable,
             owner=self._owner,
+            around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
@@ -305,6 +317,11 @@ class Runtime:
     def conversation_store(self) -> ConversationStore:
         return self._store
 
+    @property
+    def inline(self) -> bool:
+        """Whether turns and tool calls run on the waiting thread (no worker threads)."""
+        return self._inline
+
     def definition(self, name: str) -> AgentDef:
         try:
             return self._registry[name]
@@ -414,6 +431,10 @@ class Runtime:
         A running handle ignores the wake (its inbox waits for the next turn); a
         suspended one waits for the Answer to its request. Over the parent's
         ``max_concurrent`` the wake queues until a sibling hands over its slot.
+
+        Inline, the wake only admits the turn (the handle is ``running``, its inbox
+        taken); the turn runs on the first thread that waits for it, and a ``close``
+        before then interrupts it without waiting.
 
         Raises:
             HandleClosed: the handle is closed or closing.
@@ -564,17 +585,26 @@ class Runtime:
         With ``timeout`` (seconds) a result with ``status="timeout"`` comes back when
         nothing settled in time; the handle keeps running. Called from a tool (a pool
         thread), it runs a turn that no worker has started yet instead of blocking on it.
+
+        Inline, the waiting thread runs the turn itself; as nothing else could carry the
+        turn on, a ``timeout`` interrupts it at its next step (a model call or a tool
+        call; a tool that is running is not preempted) and the result is ``timeout``.
         """
         handle = self._tree.get(h)
         if handle is self.root:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
-        return self._next_result(handle, timeout, run_here=_jobs.inside_job())
+        return self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
 
     def _await(self, handle: Handle) -> AgentResult:
         """Wait for a handle to settle, running its turn here if no worker has it."""
         return self._next_result(handle, None, run_here=True)
 
-    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool) -> AgentResult:
+    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False) -> AgentResult:
+        """Wait for the handle's next settled result, running its unstarted turn here when
+        ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
+        sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
+        runs is interrupted (by a timer, at its next step) when time is up and the result
+        is ``timeout``; otherwise such a turn runs to its end."""
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
@@ -593,19 +623,67 @@ class Runtime:
                 helper = self._dispatch if run_here else None  # with a dispatcher, this thread runs queued turns
                 if job is None and helper is not None:
                     job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if job is None and remaining is not None and remaining <= 0:
-                    return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-                if job is None and helper is None and (self._durable is None or handle.turn is not None):
-                    handle.changed.wait(remaining)  # the turn runs in this process: it notifies
-                    continue
+                behind = job is None and run_here and self._inline and record.queued
+            owner = handle
+            if behind:
+                owner, job = self._slot_holder(handle)
             if job is None and helper is not None:
                 job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
-            if job is not None:
-                job.run()
-            elif self._durable is not None:
+            if job is None:
+                with handle.lock:
+                    if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
+                        continue  # changed while the siblings were looked at
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        break
+                    if self._durable is None or (helper is None and handle.turn is not None):
+                        handle.changed.wait(remaining)  # the turn runs in this process: it notifies
+                        continue
                 # Another process has the turn (or will wake it): watch the state for commits.
                 self._durable.store.wait_change(_REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S))
+                continue
+            if deadline is None or not stop_at_deadline:
+                job.run()
+                continue
+            with self._interrupt_at(owner, deadline) as fired:
+                job.run()
+            with owner.lock:
+                result = owner.record.result
+            if fired.is_set() and result is not None and result.status == "interrupted":
+                break
+        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+    def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
+        """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            return handle, None
+        with parent.lock:
+            siblings = [self._tree.get(child_id) for child_id in parent.record.children]
+        for sibling in siblings:
+            with sibling.lock:
+                if sibling is not handle and _runnable(sibling):
+                    return sibling, sibling.turn.job  # type: ignore[union-attr]
+        return handle, None
+
+    @contextlib.contextmanager
+    def _interrupt_at(self, handle: Handle, deadline: float) -> Iterator[threading.Event]:
+        """Interrupt ``handle`` at ``deadline`` from a short-lived timer thread, so that a
+        turn running on the waiting thread itself still stops when time is up."""
+        fired = threading.Event()
+
+        def fire() -> None:
+            fired.set()
+            self.interrupt(handle)
+
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), fire)
+        timer.name, timer.daemon = f"toolnexus-deadline {handle.id}", True
+        timer.start()
+        try:
+            yield fired
+        finally:
+            timer.cancel()
+            timer.join()
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
@@ -653,14 +731,24 @@ class Runtime:
         self.definition(name)
         return agent_tool(self, name)
 
-    def run_agent(self, name: str, prompt: str) -> AgentResult:
+    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult:
         """Spawn ``name`` under the root, run one turn on ``prompt``, close it.
 
-        A pending result leaves the handle open (suspended) for ``resume``.
+        A pending result leaves the handle open (suspended) for ``resume``. With
+        ``timeout`` (seconds) the run is interrupted when time is up and the result has
+        ``status="timeout"``: at once with worker threads, even while a tool is blocked
+        (that tool's thread is not killed: it finishes on its own, and its result is
+        dropped); inline, at the run's next step, since a tool blocking the calling
+        thread cannot be preempted.
         """
         handle = self.spawn(self.root, name)
         self.wake(handle, prompt)
-        result = self._await(handle)
+        if timeout is None:
+            result = self._await(handle)
+        else:
+            result = self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
+            if result.status == "timeout":
+                self.interrupt(handle)  # time is up: the run does not go on in the background
         if result.status != "pending":
             self.close(handle)
         return result
@@ -793,7 +881,7 @@ class Runtime:
             self._close_tree(child, "parent closed", deadline, force)
         if not force:
             with handle.lock:
-                handle.changed.wait_for(lambda: not handle.busy, timeout=max(0.0, deadline - self._clock()))
+                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
         while True:
             self.interrupt(handle)
             with handle.lock, self._atomic(handle):
@@ -837,11 +925,16 @@ class Runtime:
                 assert isinstance(self._store, InMemoryStore)
                 self._store.discard(gone.id)
 
+    def _unstarted(self, handle: Handle) -> bool:
+        """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
+        return self._inline and (_runnable(handle) or handle.record.queued)
+
     def _stop_workers(self, deadline: float) -> None:
         """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
         on the monotonic clock."""
         executor = self._executor
-        executor.shutdown(wait=False, cancel_futures=True)
+        if executor is not None:  # inline: no pool
+            executor.shutdown(wait=False, cancel_futures=True)
         threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))

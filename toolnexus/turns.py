@@ -55,6 +55,7 @@ class TurnRunner:
         nonce: str = "",
         durable: DurableTree | None = None,
         owner: str | None = None,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace: tracing.Tracer = tracing.OFF,
     ) -> None:
         self.engine = engine
@@ -71,6 +72,7 @@ class TurnRunner:
         self._nonce = nonce
         self._durable = durable
         self._owner = owner
+        self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
 
@@ -154,6 +156,7 @@ class TurnRunner:
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
             journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner) if self._durable is not None and self._owner else None,
             call_key=call_key(self._nonce, handle.id, turn.serial),
+            around_tool=self._around_tool,
             trace=self.trace,
         )
 

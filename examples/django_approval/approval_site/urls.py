@@ -1,0 +1,11 @@
+from django.urls import path
+
+from complaints import views
+
+urlpatterns = [
+    path("complaints/", views.file_complaint),
+    path("complaints/<int:complaint_id>/", views.show_complaint),
+    path("answers/", views.answer),
+    path("orders/", views.create_order),
+    path("orders/<str:number>/", views.show_order),
+]

@@ -1,0 +1,42 @@
+"""``manage.py test``: a TestCase that runs the team. Inline, the run shares the test's
+transaction: the tools see the rows the test made, and everything rolls back after it."""
+
+from __future__ import annotations
+
+from django.test import TestCase
+
+from toolnexus.django.testing import override_runtime
+
+from .agents import scripted_model
+from .models import Order, Refund
+
+
+class ComplaintTests(TestCase):
+    def setUp(self) -> None:
+        self.order = Order.objects.create(number="T-1", amount="12.00")  # exists only in this test's transaction
+
+    def test_a_complaint_is_answered_from_the_tests_own_rows(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            response = self.client.post("/complaints/", {"order": "T-1", "text": "The box was dented"}, content_type="application/json")
+        self.assertEqual(response.status_code, 200, response.content)
+        self.assertIn("The box was dented", response.json()["reply"])
+
+    def test_a_small_refund_is_written_by_the_tool(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            response = self.client.post("/complaints/", {"order": "T-1", "text": "Please refund me"}, content_type="application/json")
+        self.assertEqual(response.json()["status"], "done", response.content)
+        self.assertEqual(Refund.objects.filter(order=self.order).count(), 1)
+        self.order.refresh_from_db()
+        self.assertEqual(self.order.status, "refunded")
+
+    def test_a_large_refund_waits_for_approval_then_goes_through(self) -> None:
+        Order.objects.create(number="T-2", amount="80.00")
+        with override_runtime(generate=scripted_model()):
+            asked = self.client.post("/complaints/", {"order": "T-2", "text": "Refund please"}, content_type="application/json")
+            self.assertEqual(asked.status_code, 202, asked.content)
+            request_id = asked.json()["pending"]["id"]
+            self.assertEqual(Refund.objects.count(), 0)
+            done = self.client.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json")
+        self.assertEqual(done.status_code, 200, done.content)
+        self.assertIn("refunded 80.00 EUR", done.json()["reply"])
+        self.assertEqual(Refund.objects.filter(order__number="T-2").count(), 1)

@@ -1,0 +1,279 @@
+"""Django (CONTRACT §15) with real parts: the example project under gunicorn
+(``-w 2 --threads 4``) and ``manage.py test``, on SQLite and on PostgreSQL
+(``TOOLNEXUS_TEST_PG_URL``)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import requests
+
+from _services import service_url
+
+pytest.importorskip("django")
+pytest.importorskip("gunicorn")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "django_approval"
+WORKERS, THREADS = 2, 4
+RUN_TIMEOUT = 1.0  # seconds a view gives one run in these tests
+SLACK = 5.0  # on a loaded 2-core machine, far below anything that would be a hang
+_orders = itertools.count(1)
+
+
+# --- databases -----------------------------------------------------------------------------------
+
+
+class Database:
+    """One database for the example project: its URL for the settings and, on PostgreSQL,
+    a way to count the sessions connected to it."""
+
+    def __init__(self, kind: str, url: str, server_url: str | None = None) -> None:
+        self.kind, self.url, self.server_url = kind, url, server_url
+
+    @property
+    def name(self) -> str:
+        return urlsplit(self.url).path.lstrip("/")
+
+    def admin(self, sql: str, *params: object) -> list[tuple]:
+        import psycopg
+
+        with psycopg.connect(self.server_url, autocommit=True) as conn:
+            cursor = conn.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def sessions(self, application: str) -> int:
+        """Sessions connected to this database by one server (its ``application_name``)."""
+        return self.admin("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = %s", self.name, application)[0][0]
+
+    def settled_sessions(self, application: str, at_most: int) -> int:
+        """``sessions`` once the backends of connections the site has just closed are gone:
+        a backend leaves pg_stat_activity a moment after its client hangs up (longer on a
+        loaded machine), while a leaked session stays. Re-counts for up to a few seconds."""
+        deadline = time.monotonic() + SLACK
+        while True:
+            count = self.sessions(application)
+            if count <= at_most or time.monotonic() > deadline:
+                return count
+            time.sleep(0.05)
+
+
+def project_env(database: Database, **variables: str) -> dict[str, str]:
+    """The environment of a process of the example project (this checkout's toolnexus first)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "DJANGO_SETTINGS_MODULE": "approval_site.settings", "EXAMPLE_DATABASE_URL": database.url, **variables}
+
+
+def manage(database: Database, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = project_env(database)
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def migrated(database: Database) -> Database:
+    done = manage(database, "migrate", "-v0")
+    assert done.returncode == 0, done.stderr
+    return database
+
+
+@pytest.fixture(scope="module")
+def sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> Database:
+    return migrated(Database("sqlite", str(tmp_path_factory.mktemp("django") / "example.sqlite3")))
+
+
+@pytest.fixture(scope="module")
+def pg_db() -> Database:
+    server_url = service_url("postgresql")
+    name = f"toolnexus_django_{uuid.uuid4().hex[:8]}"
+    parts = urlsplit(server_url)
+    database = Database("postgresql", urlunsplit(parts._replace(path=f"/{name}")), server_url)
+    database.admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield migrated(database)
+    finally:
+        database.admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest) -> Database:
+    return request.getfixturevalue("pg_db" if request.param == "postgresql" else "sqlite_db")
+
+
+# --- gunicorn ------------------------------------------------------------------------------------
+
+
+class Gunicorn:
+    """The example project under gunicorn, started by the test and stopped after it."""
+
+    def __init__(self, database: Database, *, inline: bool, workers: int = WORKERS) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.base = f"http://127.0.0.1:{port}"
+        self.application = f"django_approval_{port}"
+        env = project_env(
+            database,
+            EXAMPLE_INLINE="1" if inline else "0",
+            EXAMPLE_CONN_MAX_AGE="60",  # persistent connections: the worst case for counting sessions
+            EXAMPLE_RUN_TIMEOUT=str(RUN_TIMEOUT),
+            EXAMPLE_APPLICATION_NAME=self.application,
+        )
+        command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "--threads", str(THREADS), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3", "approval_site.wsgi"]
+        self.log: list[str] = []
+        self.process = subprocess.Popen(command, cwd=EXAMPLE, env=env, stderr=subprocess.PIPE, text=True)
+        booted = threading.Event()
+        threading.Thread(target=self._drain, args=(workers, booted), daemon=True).start()
+        if not booted.wait(60):
+            self.stop()
+            pytest.fail("gunicorn did not start:\n" + "".join(self.log))
+
+    def _drain(self, workers: int, booted: threading.Event) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            if sum("Booting worker" in seen for seen in self.log) >= workers:
+                booted.set()
+
+    def post(self, path: str, body: dict) -> requests.Response:
+        return requests.post(self.base + path, json=body, timeout=30)
+
+    def get(self, path: str) -> dict:
+        return requests.get(self.base + path, timeout=30).json()
+
+    def new_order(self, amount: str = "10.00") -> str:
+        number = f"T-{os.getpid()}-{next(_orders)}"
+        assert self.post("/orders/", {"number": number, "amount": amount}).status_code == 201
+        return number
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """Starts each (database, mode) server once per module; stops them all at the end."""
+    started: dict[tuple, Gunicorn] = {}
+
+    def server(database: Database, *, inline: bool = True, workers: int = WORKERS) -> Gunicorn:
+        key = (database.url, inline, workers)
+        if key not in started:
+            started[key] = Gunicorn(database, inline=inline, workers=workers)
+        return started[key]
+
+    yield server
+    for each in started.values():
+        each.stop()
+
+
+# --- a view's transaction covers the run (inline) --------------------------------------------------
+
+
+def test_a_tool_sees_the_views_uncommitted_row(database, servers):
+    server = servers(database)
+    order = server.new_order()
+    response = server.post("/complaints/", {"order": order, "text": "The box arrived dented"})
+    body = response.json()
+    assert response.status_code == 200 and body["status"] == "done", body
+    assert f"complaint {body['complaint']} on order {order}" in body["reply"]
+    assert "The box arrived dented" in body["reply"]
+
+
+def test_a_tool_write_rolls_back_with_the_views_atomic(database, servers):
+    server = servers(database)
+    order = server.new_order()
+    body = server.post("/complaints/", {"order": order, "text": "Please refund", "dry_run": True}).json()
+    assert body["status"] == "done" and "refunded 10.00 EUR" in body["reply"], body  # the tool did write...
+    assert server.get(f"/orders/{order}/") == {"order": order, "status": "open", "refunds": 0, "complaints": 0}  # ...and it rolled back
+
+
+def test_an_inline_tool_is_not_blocked_by_the_views_row_lock(database, servers):
+    server = servers(database)
+    order = server.new_order()
+    started = time.monotonic()
+    body = server.post("/complaints/", {"order": order, "text": "Please refund"}).json()
+    assert body["status"] == "done" and "refunded 10.00 EUR" in body["reply"], body
+    assert time.monotonic() - started < SLACK
+    assert server.get(f"/orders/{order}/") == {"order": order, "status": "refunded", "refunds": 1, "complaints": 1}
+
+
+def test_a_worker_thread_tool_blocked_by_the_views_row_lock_times_out(database, servers):
+    server = servers(database, inline=False)
+    order = server.new_order()
+    started = time.monotonic()
+    body = server.post("/complaints/", {"order": order, "text": "Please refund"}).json()
+    elapsed = time.monotonic() - started
+    assert body["status"] == "timeout", body
+    assert RUN_TIMEOUT <= elapsed < RUN_TIMEOUT + SLACK
+    assert server.get(f"/orders/{order}/")["refunds"] == 0
+
+
+def test_an_approval_is_asked_and_answered_inline_in_one_process(database, servers):
+    server = servers(database, workers=1)  # the waiting run lives in this process's memory
+    order = server.new_order("80.00")
+    asked = server.post("/complaints/", {"order": order, "text": "Refund please"})
+    assert asked.status_code == 202, asked.text
+    pending = asked.json()["pending"]
+    assert pending["kind"] == "approval" and pending["prompt"] == f"Refund 80.00 EUR on order {order}?"
+    assert server.get(f"/orders/{order}/")["refunds"] == 0
+    done = server.post("/answers/", {"id": pending["id"], "ok": True})
+    assert done.status_code == 200 and "refunded 80.00 EUR" in done.json()["reply"], done.text
+    assert server.get(f"/orders/{order}/") == {"order": order, "status": "refunded", "refunds": 1, "complaints": 1}
+    assert server.post("/answers/", {"id": pending["id"], "ok": True}).status_code == 404
+
+
+# --- connections ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "worker-threads"])
+def test_200_requests_leave_no_more_postgresql_sessions_than_gunicorn_threads(pg_db, servers, inline):
+    server = servers(pg_db, inline=inline)
+    order = server.new_order()
+
+    def complain(n: int) -> str:
+        return server.post("/complaints/", {"order": order, "text": f"question {n}"}).json()["status"]
+
+    with ThreadPoolExecutor(max_workers=WORKERS * THREADS) as pool:
+        statuses = list(pool.map(complain, range(200)))
+    assert statuses == ["done"] * 200
+    assert 0 < pg_db.settled_sessions(server.application, WORKERS * THREADS) <= WORKERS * THREADS
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "worker-threads"])
+def test_requests_still_finish_after_postgresql_ends_the_sites_sessions(pg_db, servers, inline):
+    server = servers(pg_db, inline=inline)
+    order = server.new_order()
+    assert server.post("/complaints/", {"order": order, "text": "first"}).json()["status"] == "done"
+    ended = pg_db.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", server.application)
+    assert ended  # the site kept at least one session, and the server has just dropped it
+    for n in range(WORKERS * THREADS * 2):
+        body = server.post("/complaints/", {"order": order, "text": f"again {n}"}).json()
+        assert body["status"] == "done", body
+        # The tool reached the database: it read the row, or (on a worker thread, outside the
+        # view's transaction) found it invisible; never a dropped connection.
+        assert f"again {n}" in body["reply"] or (not inline and "matching query does not exist" in body["reply"]), body
+
+
+# --- manage.py test ------------------------------------------------------------------------------
+
+
+def test_manage_py_test_runs_an_agent_in_a_testcase_and_drops_its_database(database):
+    done = manage(database, "test", "complaints", "--noinput")
+    assert done.returncode == 0, done.stderr
+    assert "Ran 3 tests" in done.stderr and "OK" in done.stderr
+    if database.kind == "postgresql":
+        assert database.admin("SELECT datname FROM pg_database WHERE datname = %s", f"test_{database.name}") == []
