@@ -764,6 +764,7 @@ class Runtime:
         parent = self._tree.parent(handle)
         cancelled_request: str | None = None
         turn: Turn | None = None
+        aborted: int | None = None  # the serial of the turn this interrupt ended
         settling: Turn | None = None
         locked = (parent, handle) if parent is not None else (handle,)
         with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock, self._atomic(*locked):
@@ -771,7 +772,8 @@ class Runtime:
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
-                turn = handle.abort()
+                aborted = record.turn_serial
+                turn = handle.abort()  # None when the turn is queued, or runs in another process
                 if self._durable is not None:
                     self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
@@ -786,8 +788,9 @@ class Runtime:
                     cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
         if turn is not None:
             turn.scope.cancel()
-            self._release_slot(handle)
-            for child in self._task_children(handle, turn.serial):
+        if aborted is not None:
+            self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
+            for child in self._task_children(handle, aborted):
                 self.interrupt(child)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)
