@@ -61,6 +61,9 @@ class Runtime:
     ``task`` children one after another. ``around_tool`` is a context-manager factory
     entered around every tool call, on the thread that runs it.
     ``trace_content=True`` records prompt and completion text on the trace spans.
+    ``dispatcher`` (with a ``state``; see ``toolnexus.celery``) hands every turn to other
+    processes: ``wake`` and ``resume`` commit it as queued and send one message, and any
+    runtime of the tree that claims it runs it.
     """
 
     def __init__(
