@@ -98,7 +98,7 @@ def _first(path: str) -> bool:
 def build(settings: Mapping[str, str]) -> tuple[Celery, CeleryDispatcher, Callable[[], Runtime]]:
     """The Celery app, its dispatcher and the runtime factory for ``settings``."""
     app = Celery("toolnexus_tests", broker=settings["TN_CELERY_BROKER"])
-    app.conf.update(RECOMMENDED_SETTINGS, broker_connection_retry_on_startup=True, worker_hijack_root_logger=False)
+    app.conf.update(RECOMMENDED_SETTINGS, broker_connection_retry_on_startup=True, broker_connection_timeout=1, worker_hijack_root_logger=False)
 
     def runtime() -> Runtime:
         return Runtime(

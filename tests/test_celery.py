@@ -224,7 +224,7 @@ def test_a_run_queued_while_the_broker_is_down_is_run_once_it_is_back(settings, 
         boss = rt.spawn(rt.root, "boss")
         began = time.monotonic()
         rt.wake(boss, "go")  # committed as queued; the message waits for the broker
-        assert time.monotonic() - began < 10
+        assert time.monotonic() - began < 5  # bounded by broker_connection_timeout
         with pytest.raises(DispatchError):
             dispatcher.send(settings["TN_CELERY_RUNTIME_ID"], boss.id, 1, 0)
         assert rt.wait(boss, timeout=0.5).status == "timeout"
