@@ -21,7 +21,9 @@ from typing import Any
 
 from flask import Flask, jsonify, request
 
-from team import ENTRY, make_runtime
+from team import ENTRY, make_runtime  # first: it puts examples/ on the path
+
+from flask_approval import posted_prompt  # noqa: E402
 from toolnexus import Answer, HandleView, Runtime, ToolnexusError, UnknownHandle, UnknownRequest, WireError
 from toolnexus.wire import from_wire, to_wire
 
@@ -46,9 +48,8 @@ def create_app() -> Flask:
 
     @app.post("/runs")
     def start_run() -> Any:
-        body = request.get_json(silent=True)
-        prompt = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
+        prompt = posted_prompt()
+        if prompt is None:
             return jsonify({"error": 'send JSON {"prompt": "..."}'}), 400
         handle = rt.spawn(rt.root, ENTRY)
         rt.wake(handle, prompt)  # committed as queued; a worker runs it
