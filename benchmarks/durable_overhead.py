@@ -35,24 +35,12 @@ HERE = Path(__file__).resolve().parent
 if importlib.util.find_spec("toolnexus") is None:  # not installed: benchmark the checkout itself
     sys.path.insert(0, str(HERE.parent))
 
-from toolnexus import AgentDef, Runtime  # noqa: E402
+sys.path.insert(0, str(HERE))
+from runtime_overhead import REGISTRY, instant_model, verb_cycle as cycle  # noqa: E402 - the same cycle and model
 
-REGISTRY = {"a": AgentDef("a", "answers at once")}
-USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+from toolnexus import Runtime  # noqa: E402
+
 SQLITE_TARGET = 500.0  # cycles per second, at least
-
-
-def instant_model(request: dict[str, Any]) -> dict[str, Any]:
-    return {"content": "ok", "usage": USAGE}
-
-
-def cycle(rt: Runtime) -> None:
-    h = rt.spawn(rt.root, "a")
-    rt.wake(h, "x")
-    result = rt.wait(h)
-    rt.close(h)
-    if result.status != "done":
-        raise RuntimeError(f"cycle ended {result.status}: {result.text}")
 
 
 def rates(state: Any, rounds: int, round_s: float) -> list[float]:

@@ -13,13 +13,40 @@ import os
 import signal
 import sys
 import threading
+import time
+import uuid
 from typing import Any
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from toolnexus import AgentDef, Runtime, Tool, make_answer, make_request, suspend  # noqa: E402
 from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
 from toolnexus.wire import to_wire  # noqa: E402
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state(request: Any, tmp_path: Any) -> str:
+    """Where a durable test's tree lives: a SQLite file, or the test PostgreSQL server
+    (each test uses a fresh runtime id there)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "state.db")
+    from _services import service_url
+
+    return service_url("postgresql")
+
+
+@pytest.fixture
+def files(tmp_path: Any) -> Any:
+    """The effects and model-call logs of one test, and its own runtime id."""
+
+    class Files:
+        effects = str(tmp_path / "effects.txt")
+        calls = str(tmp_path / "calls.txt")
+        runtime_id = f"t-{uuid.uuid4().hex[:10]}"
+
+    return Files()
+
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
 _append_lock = threading.Lock()
@@ -132,8 +159,36 @@ def crash_runtime(state: str, runtime_id: str, effects: str, calls: str | None, 
     return Runtime(crash_registry(effects, retry, crash), generate=crash_model(calls, crash), state=state, runtime_id=runtime_id, **options)
 
 
+def stalling_runtime(state: str, runtime_id: str, calls: str, release: str) -> Runtime:
+    """``slow`` agent: its tool waits until the file ``release`` exists, then the model is
+    asked again; an interrupt from another process must stop it before that second call."""
+
+    def hold(args: dict[str, Any], ctx: Any) -> Any:
+        _append(calls, "tool")
+        while not os.path.exists(release):  # the test process decides when the tool ends
+            time.sleep(0.02)
+        return "held"
+
+    def slow(request: dict[str, Any]) -> dict[str, Any]:
+        _append(calls, "slow")
+        if tool_messages(request):
+            return {"content": "finished"}
+        return {"tool_calls": [{"id": "call_hold", "name": "hold", "arguments": {}}]}
+
+    registry = {"slow": AgentDef("slow", "holds", model="m-slow", tools=[Tool("hold", "hold on", None, hold)])}
+    return Runtime(registry, generate=ScriptedModel({"m-slow": slow}, usage=USAGE), state=state, runtime_id=runtime_id)
+
+
 def _main(argv: list[str]) -> None:
     command, state, runtime_id, effects, calls = argv[:5]
+    if command == "stall":
+        rt = stalling_runtime(state, runtime_id, calls, argv[5])
+        handle = rt.spawn(rt.root, "slow")
+        rt.wake(handle, "hold on")
+        result = rt.wait(handle, timeout=60)
+        print(json.dumps({"status": result.status, "state": rt.inspect(handle).state}), flush=True)
+        rt.release()
+        return
     if command == "crash":
         point, retry = argv[5], argv[6]
         rt = crash_runtime(state, runtime_id, effects, calls, retry, point)

@@ -13,12 +13,14 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 import _durable_team as team
+from _durable_team import files, state  # noqa: F401 - fixtures
 from _services import service_url
 from conftest import run_in_thread
 from toolnexus import ConfigError, InMemoryStore, Runtime, StateError, ToolnexusError, UnknownRequest, make_answer
@@ -29,22 +31,6 @@ SCRIPT = str(HERE / "_durable_team.py")
 ARROW = "\u2192"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def state(request, tmp_path):
-    """Where the tree lives: a SQLite file, or a PostgreSQL URL (a fresh runtime id per test)."""
-    if request.param == "sqlite":
-        return str(tmp_path / "state.db")
-    return service_url("postgresql")
-
-
-@pytest.fixture
-def files(tmp_path):
-    class Files:
-        effects = str(tmp_path / "effects.txt")
-        calls = str(tmp_path / "calls.txt")
-        runtime_id = f"t-{uuid.uuid4().hex[:10]}"
-
-    return Files()
 
 
 def in_child(*args: str, timeout: float = 60) -> dict:
@@ -233,6 +219,31 @@ def test_wait_sees_a_turn_that_runs_in_another_runtime(state, files):
         watcher.release()
 
 
+def test_an_interrupt_from_another_process_stops_the_turn_before_its_next_step(state, files, tmp_path):
+    release = str(tmp_path / "release")
+    owner = subprocess.Popen([sys.executable, SCRIPT, "stall", state, files.runtime_id, files.effects, files.calls, release], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rt = team.stalling_runtime(state, files.runtime_id, files.calls, release)
+    try:
+        for _ in range(600):  # the other process reaches its tool (polling another process)
+            if team.lines(files.calls) == ["slow", "tool"]:
+                break
+            time.sleep(0.05)
+        assert rt.inspect("root/slow.1").state == "running"
+        rt.interrupt("root/slow.1")
+        assert rt.inspect("root/slow.1").state == "idle"
+        Path(release).touch()
+        out, err = owner.communicate(timeout=60)
+        assert owner.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1]) == {"status": "interrupted", "state": "idle"}
+        assert team.lines(files.calls) == ["slow", "tool"]  # no model call after the interrupt
+        assert rt.wait("root/slow.1").status == "interrupted"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.communicate()
+        rt.release()
+
+
 def test_handles_shows_what_another_process_did(state, files):
     rt = open_runtime(state, files)
     try:
@@ -303,6 +314,28 @@ def test_an_unreachable_postgres_is_a_state_error():
         Runtime(team.registry(), generate=team.model(), state="postgresql://postgres:secret@127.0.0.1:1/postgres")
     assert isinstance(raised.value, ToolnexusError)
     assert "secret" not in str(raised.value)
+
+
+def test_a_postgres_that_goes_away_is_a_state_error_from_the_verb_and_nothing_is_half_written():
+    from psycopg_pool import ConnectionPool
+
+    from toolnexus.postgres import PostgresState
+
+    url = service_url("postgresql")
+    pool = ConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=True)
+    runtime_id = f"gone-{uuid.uuid4().hex[:8]}"
+    rt = Runtime(team.registry(), generate=team.model(), state=PostgresState(pool, listen=False), runtime_id=runtime_id)
+    first = rt.spawn(rt.root, "echo")
+    pool.close()
+    with pytest.raises(StateError):
+        rt.spawn(rt.root, "echo")
+    rt.release()
+    again = Runtime(team.registry(), generate=team.model(), state=url, runtime_id=runtime_id)
+    try:
+        assert [v.id for v in again.handles()] == ["root", first.id]
+        assert again.spawn(again.root, "echo").id == "root/echo.2"
+    finally:
+        again.release()
 
 
 def test_an_unreadable_state_file_is_a_state_error(tmp_path):
@@ -385,3 +418,25 @@ def test_leaving_a_with_block_releases_instead_of_closing(state, files):
         assert again.inspect(h.id).state == "idle"
     finally:
         again.release()
+
+
+def test_a_store_object_from_the_host_is_used_and_left_open(tmp_path, files):
+    store = SQLiteState(tmp_path / "host.db")
+    rt = Runtime(team.registry(), generate=team.model(), state=store, runtime_id=files.runtime_id)
+    assert rt.run_agent("echo", "hi").status == "done"
+    rt.release()
+    again = Runtime(team.registry(), generate=team.model(), state=store, runtime_id=files.runtime_id)
+    try:
+        assert [v.id for v in again.handles()] == ["root", "root/echo.1"]
+    finally:
+        again.release()
+        store.close()
+
+
+def test_bad_durable_options_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="recover"):
+        Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), recover="retry")
+    with pytest.raises(ConfigError, match="lease_ms"):
+        Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), lease_ms=0)
+    with pytest.raises(ConfigError, match="state must be"):
+        Runtime(team.registry(), generate=team.model(), state=42)

@@ -3,17 +3,18 @@ nothing twice (CONTRACT §11 "Nothing run twice", "In-doubt tool calls"). Both s
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
-import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 import _durable_team as team
-from _services import service_url
+from _durable_team import files, state  # noqa: F401 - fixtures
 from conftest import run_in_thread
 from toolnexus import Runtime, make_answer
 
@@ -21,21 +22,6 @@ SCRIPT = str(Path(__file__).resolve().parent / "_durable_team.py")
 FINAL = "lead: worker: charged A-1"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def state(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "state.db")
-    return service_url("postgresql")
-
-
-@pytest.fixture
-def files(tmp_path):
-    class Files:
-        effects = str(tmp_path / "effects.txt")
-        calls = str(tmp_path / "calls.txt")
-        runtime_id = f"crash-{uuid.uuid4().hex[:10]}"
-
-    return Files()
 
 
 def crash(state, files, point: str, retry: str = "never") -> None:
@@ -51,6 +37,17 @@ def crash(state, files, point: str, retry: str = "never") -> None:
 
 def recovered(state, files, retry: str = "never", **options) -> Runtime:
     return team.crash_runtime(state, files.runtime_id, files.effects, files.calls, retry, **options)
+
+
+@contextlib.contextmanager
+def after_crash(state, files, point: str, retry: str = "never", **options) -> Iterator[Runtime]:
+    """Crash the run at ``point`` in a child process; a new runtime here, released after."""
+    crash(state, files, point, retry)
+    rt = recovered(state, files, retry, **options)
+    try:
+        yield rt
+    finally:
+        rt.release()
 
 
 def finish(rt: Runtime):
@@ -92,35 +89,25 @@ def test_a_killed_turn_is_finished_by_a_new_process_without_repeating_a_step(sta
 
 
 def test_a_tool_in_doubt_with_retry_never_is_not_run_again(state, files):
-    crash(state, files, "tool-after-effect", retry="never")
-    rt = recovered(state, files, retry="never")
-    try:
+    with after_crash(state, files, "tool-after-effect", retry="never") as rt:
         result = finish(rt)
         assert result.status == "done"
         assert "in doubt" in result.text
         assert len(team.lines(files.effects)) == 1
         assert rt.inspect("root/lead.1").children == ["root/lead.1/worker.1"]
-    finally:
-        rt.release()
 
 
 def test_a_tool_in_doubt_with_retry_safe_runs_again_with_the_same_idempotency_key(state, files, tmp_path):
-    crash(state, files, "tool-after-effect", retry="safe")
-    rt = recovered(state, files, retry="safe")
-    try:
+    with after_crash(state, files, "tool-after-effect", retry="safe") as rt:
         result = finish(rt)
         assert (result.status, result.text) == ("done", FINAL)
         effects = team.lines(files.effects)
         assert len(effects) == 2 and len({line.split()[0] for line in effects}) == 1  # one key: the system dedups it
         assert ledgers(rt) == uninterrupted_ledgers(tmp_path)
-    finally:
-        rt.release()
 
 
 def test_a_tool_in_doubt_with_retry_ask_suspends_and_an_ok_runs_it_again(state, files):
-    crash(state, files, "tool-after-effect", retry="ask")
-    rt = recovered(state, files, retry="ask")
-    try:
+    with after_crash(state, files, "tool-after-effect", retry="ask") as rt:
         pending = finish(rt)
         assert pending.status == "pending"
         assert pending.pending.kind == "retry" and "charge" in pending.pending.prompt
@@ -130,52 +117,34 @@ def test_a_tool_in_doubt_with_retry_ask_suspends_and_an_ok_runs_it_again(state, 
         assert (result.status, result.text) == ("done", FINAL)
         effects = team.lines(files.effects)
         assert len(effects) == 2 and len({line.split()[0] for line in effects}) == 1
-    finally:
-        rt.release()
 
 
 def test_a_tool_in_doubt_with_retry_ask_declined_gets_the_in_doubt_error(state, files):
-    crash(state, files, "tool-after-effect", retry="ask")
-    rt = recovered(state, files, retry="ask")
-    try:
+    with after_crash(state, files, "tool-after-effect", retry="ask") as rt:
         pending = finish(rt)
         rt.resume(make_answer(pending.pending.id, False))
         result = finish(rt)
         assert result.status == "done" and "in doubt" in result.text
         assert len(team.lines(files.effects)) == 1
-    finally:
-        rt.release()
 
 
 def test_a_call_killed_before_its_effect_is_still_in_doubt(state, files):
-    crash(state, files, "tool-before-effect", retry="never")
-    rt = recovered(state, files)
-    try:
+    with after_crash(state, files, "tool-before-effect", retry="never") as rt:
         assert "in doubt" in finish(rt).text
         assert team.lines(files.effects) == []
-    finally:
-        rt.release()
 
 
 def test_recover_interrupt_ends_the_orphaned_turns_interrupted(state, files):
-    crash(state, files, "worker-after-reply")
-    rt = recovered(state, files, recover="interrupt")
-    try:
+    with after_crash(state, files, "worker-after-reply", recover="interrupt") as rt:
         assert rt.wait("root/lead.1", timeout=10).status == "interrupted"
         assert {v.state for v in rt.handles()[1:]} == {"idle"}
         assert team.lines(files.effects) == []
-    finally:
-        rt.release()
 
 
 def test_recover_leave_waits_for_rt_recover(state, files):
-    crash(state, files, "worker-after-reply")
-    rt = recovered(state, files, recover="leave")
-    try:
+    with after_crash(state, files, "worker-after-reply", recover="leave") as rt:
         assert rt.inspect("root/lead.1").state == "running"
         assert rt.wait("root/lead.1", timeout=0.3).status == "timeout"
         assert rt.recover("root/lead.1/worker.1") and rt.recover("root/lead.1")
         assert finish(rt).text == FINAL
         assert not rt.recover("root/lead.1")
-    finally:
-        rt.release()

@@ -359,6 +359,14 @@ class Handle:
         turn.settling = True
         return True
 
+    def lose(self, turn: Turn) -> None:
+        """``turn`` stopped because another process interrupted or took it over: forget it
+        here and let waiters read what the state says (nothing is written)."""
+        if self.turn is turn:
+            self.sync()
+            self.turn = None
+            self.changed.notify_all()
+
     def suspend(self, turn: Turn, result: AgentResult, checkpoint: list[dict[str, Any]] | None) -> AgentResult:
         """``running→suspended`` on the turn's pending request (path stamped); its result."""
         with self._changing():

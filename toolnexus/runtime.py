@@ -27,7 +27,7 @@ from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
-from .state import DurableTree, SqlState, StateConversations, open_state
+from .state import DurableTree, StateConversations, StateStore, open_state
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -89,7 +89,7 @@ class Runtime:
         hooks: Any = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
-        state: str | os.PathLike[str] | SqlState | None = None,
+        state: str | os.PathLike[str] | StateStore | None = None,
         runtime_id: str = "default",
         lease_ms: int = 15000,
         recover: str = "resume",
@@ -115,7 +115,7 @@ class Runtime:
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
         self._letting_go = threading.Event()
         self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
-        self._owns_state = state is not None and not isinstance(state, SqlState)
+        self._owns_state = state is not None and not isinstance(state, StateStore)
         self.root = self._open_root()
         self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
         self._clock = clock or time.monotonic
@@ -515,7 +515,9 @@ class Runtime:
         try:
             result, run = self._turns.execute(handle, turn)
         except Cancelled:
-            return  # interrupted: the interrupt already published the outcome
+            with handle.lock:  # interrupted (here, or from another process): it published
+                handle.lose(turn)
+            return
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
             result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
@@ -633,17 +635,25 @@ class Runtime:
             if job is None and helper is not None:
                 job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
             if job is None:
+                remote = False
                 with handle.lock:
                     if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         break
-                    if self._durable is None or (helper is None and handle.turn is not None):
-                        handle.changed.wait(remaining)  # the turn runs in this process: it notifies
-                        continue
-                # Another process has the turn (or will wake it): watch the state for commits.
-                self._durable.store.wait_change(_REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S))
+                    poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
+                    if self._durable is None:
+                        handle.changed.wait(remaining)  # every change notifies
+                    elif helper is None and handle.turn is not None:
+                        handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
+                    else:
+                        remote = True
+                if remote:
+                    # Another process has the turn (or will wake it), or this thread helps with
+                    # queued turns: watch the state for commits.
+                    assert self._durable is not None
+                    self._durable.store.wait_change(poll)
                 continue
             if deadline is None or not stop_at_deadline:
                 job.run()

@@ -40,11 +40,19 @@ SCHEMA_VERSION = 1
 
 @runtime_checkable
 class StateStore(Protocol):
-    """Where runtimes keep their trees. Implementations are safe to share between threads.
+    """Where runtimes keep their trees: a SQL database the runtime speaks to through these
+    few calls (``SQLiteState`` and ``PostgresState`` implement it; ``SqlState`` is a base
+    for others). Implementations are safe to share between threads.
 
     ``transaction()`` is re-entrant on one thread: nested calls join the outer one, and
-    only the outermost commits. Inside it no other thread of the process writes.
+    only the outermost commits; ``execute`` runs one statement (``?`` placeholders) in the
+    thread's open transaction, or on its own; ``wait_change`` returns when another
+    connection may have committed, or after ``timeout``; ``notify`` tells other processes,
+    on commit, that a handle changed; ``migrate`` creates the tables or refuses a newer
+    schema with ``ConfigError``.
     """
+
+    dialect: str
 
     def transaction(self) -> ContextManager[Any]: ...
 
@@ -52,10 +60,11 @@ class StateStore(Protocol):
 
     def wait_change(self, timeout: float) -> None: ...
 
-    def close(self) -> None: ...
+    def notify(self, payload: str) -> None: ...
 
-    placeholder: str
-    dialect: str
+    def migrate(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 _SCHEMA = [
@@ -248,9 +257,9 @@ class SQLiteState(SqlState):
             self._watch.close()
 
 
-def open_state(state: Any) -> SqlState:
+def open_state(state: Any) -> StateStore:
     """A ``state=`` option as a store: a path, a ``postgresql://`` URL, or a store object."""
-    if isinstance(state, SqlState):
+    if isinstance(state, StateStore):
         return state
     if isinstance(state, str) and state.startswith(("postgresql://", "postgres://")):
         try:
@@ -270,7 +279,7 @@ def open_state(state: Any) -> SqlState:
 class DurableTree:
     """The rows of one ``runtime_id`` in a store, as the runtime and its handles use them."""
 
-    def __init__(self, store: SqlState, runtime_id: str) -> None:
+    def __init__(self, store: StateStore, runtime_id: str) -> None:
         self.store = store
         self.runtime_id = runtime_id
         self._local = threading.local()  # the handles the current transaction touched
@@ -531,26 +540,15 @@ class DurableTree:
 
 def stored_views(tree: DurableTree) -> list[HandleView]:
     """Every stored handle of ``tree`` as ``handles()`` lists them (no registry needed)."""
+    from .handle import Handle
+
     views: list[HandleView] = []
 
     def visit(handle_id: str) -> None:
         record = tree.load(handle_id)
         if record is None:
             return
-        views.append(
-            HandleView(
-                id=record.id,
-                name=record.name,
-                state=record.state,
-                parent=record.parent,
-                children=list(record.children),
-                turns=record.turns,
-                tokens=record.tokens,
-                tool_calls=record.tool_calls,
-                inbox=len(record.inbox),
-                pending=record.pending,
-            )
-        )
+        views.append(Handle(record).view())
         for child in record.children:
             visit(child)
 
