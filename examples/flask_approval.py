@@ -51,7 +51,7 @@ from toolnexus import (
     tool,
 )
 from toolnexus.testing import ScriptedModel, last_user_text, tool_messages
-from toolnexus.wire import from_wire, to_wire
+from toolnexus.wire import from_json, to_wire
 
 
 @tool
@@ -178,7 +178,7 @@ def create_app(
     @app.post("/runs/<run_id>/answer")
     def answer_run(run_id: str) -> Any:
         try:
-            answer = from_wire(Answer, request.get_json(silent=True))
+            answer = from_json(Answer, request.get_data())  # strict: no NaN, no deep nesting
         except WireError as exc:
             return jsonify({"error": str(exc)}), 400
         outcome = runs.answer(run_id, answer)

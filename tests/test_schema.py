@@ -21,8 +21,8 @@ def test_list_of_str_is_array_with_items():
     assert schema_for_type(list[str]) == {"type": "array", "items": {"type": "string"}}
 
 
-def test_bare_list_is_array():
-    assert schema_for_type(list) == {"type": "array"}
+def test_bare_list_is_an_array_of_anything_with_items():
+    assert schema_for_type(list) == {"type": "array", "items": {}}
 
 
 @pytest.mark.parametrize("hint", [dict, dict[str, int]])
@@ -35,8 +35,8 @@ def test_literal_is_enum():
 
 
 @pytest.mark.parametrize("hint", [Optional[int], int | None])
-def test_optional_is_the_inner_type(hint):
-    assert schema_for_type(hint) == {"type": "integer"}
+def test_optional_is_the_inner_type_or_null(hint):
+    assert schema_for_type(hint) == {"type": ["integer", "null"]}
 
 
 def test_function_schema_maps_every_parameter():
@@ -72,8 +72,8 @@ def test_optional_parameter_is_not_required_even_without_default():
         pass
 
     schema = function_schema(fn)
-    assert schema["properties"]["b"] == {"type": "integer"}
-    assert schema["properties"]["c"] == {"type": "string"}
+    assert schema["properties"]["b"] == {"type": ["integer", "null"]}
+    assert schema["properties"]["c"] == {"type": ["string", "null"]}
     assert schema["required"] == ["a"]
 
 
@@ -81,7 +81,7 @@ def test_no_required_key_when_everything_has_a_default():
     def fn(a: str = "x"):
         pass
 
-    assert function_schema(fn) == {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert function_schema(fn) == {"type": "object", "properties": {"a": {"type": "string", "default": "x"}}}
 
 
 def test_final_ctx_parameter_is_excluded():
@@ -118,3 +118,29 @@ def test_description_is_the_first_docstring_paragraph():
 
 def test_missing_docstring_gives_empty_description():
     assert first_paragraph(None) == ""
+
+
+def test_defaults_are_emitted_in_the_schema():
+    def fn(a: str, b: int = 3, tags: tuple[str, ...] = ("x",), c: Optional[str] = None):
+        pass
+
+    properties = function_schema(fn)["properties"]
+    assert properties["b"] == {"type": "integer", "default": 3}
+    assert properties["tags"] == {"type": "array", "items": {"type": "string"}, "default": ["x"]}
+    assert properties["c"] == {"type": ["string", "null"], "default": None}
+
+
+def test_a_default_json_cannot_carry_is_left_out():
+    def fn(a: float = float("nan"), b: object = object()):
+        pass
+
+    properties = function_schema(fn)["properties"]
+    assert "default" not in properties["a"] and "default" not in properties["b"]
+
+
+def test_optional_literal_allows_null_in_the_enum():
+    assert schema_for_type(Optional[Literal["a", "b"]]) == {"type": ["string", "null"], "enum": ["a", "b", None]}
+
+
+def test_optional_list_allows_null():
+    assert schema_for_type(Optional[list[int]]) == {"type": ["array", "null"], "items": {"type": "integer"}}

@@ -72,7 +72,7 @@ def test_parse_reply_text_and_tool_use_blocks():
     assert reply.usage == Usage(3, 4, 7)
 
 
-@pytest.mark.parametrize("data", [[], {}, {"content": "x"}, {"content": [{"type": "tool_use", "name": "x"}]}])
+@pytest.mark.parametrize("data", [[], {}, {"content": "x"}, {"content": [{"type": "tool_use", "id": "t1"}]}])
 def test_parse_reply_unreadable_shapes_raise_wire_error(data):
     with pytest.raises(WireError):
         style.parse_reply(data)

@@ -73,7 +73,7 @@ def test_parse_reply_tool_calls_keep_the_wire_calls():
     wire_calls = [{"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"x": 1}'}}]
     reply = style.parse_reply({"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": wire_calls}}]})
     assert reply.tool_calls == [ToolCall(id="c1", name="echo", arguments='{"x": 1}')]
-    assert reply.message == {"role": "assistant", "content": None, "tool_calls": wire_calls}
+    assert reply.message == {"role": "assistant", "content": "", "tool_calls": wire_calls}
     assert reply.text == ""
     assert reply.usage == Usage()
 
@@ -125,7 +125,7 @@ def test_parse_generated_tool_calls_with_dict_arguments_are_encoded_as_json():
     assert reply.tool_calls == [ToolCall(id="c1", name="echo", arguments='{"x": 1}')]
     assert reply.message == {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"x": 1}'}}],
     }
 

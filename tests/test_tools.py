@@ -21,7 +21,7 @@ def test_tool_as_bare_decorator():
     assert add.description == "Add two numbers."
     assert add.input_schema == {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 1}},
         "required": ["a"],
     }
     assert add.source == "native"

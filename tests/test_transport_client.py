@@ -179,14 +179,14 @@ def test_openai_tool_loop_feeds_results_back_and_sums_usage():
     user = {"role": "user", "content": "go"}
     assistant1 = {
         "role": "assistant",
-        "content": None,
+        "content": "",
         "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"text":"a"}'}},
             {"id": "c2", "type": "function", "function": {"name": "echo", "arguments": '{"text":"b"}'}},
         ],
     }
     results1 = [{"role": "tool", "tool_call_id": "c1", "content": "echo:a"}, {"role": "tool", "tool_call_id": "c2", "content": "echo:b"}]
-    assistant2 = {"role": "assistant", "content": None, "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "echo", "arguments": '{"text":"c"}'}}]}
+    assistant2 = {"role": "assistant", "content": "", "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "echo", "arguments": '{"text":"c"}'}}]}
     results2 = [{"role": "tool", "tool_call_id": "c3", "content": "echo:c"}]
 
     def expect(messages):

@@ -31,6 +31,7 @@ from .errors import (
     WireError,
 )
 from .handle import Handle
+from .hooks import HookFunctions, HooksLike
 from .runtime import Runtime
 from .store import ConversationStore, InMemoryStore, LockingStore
 from .toolkit import Toolkit
@@ -55,6 +56,8 @@ __all__ = [
     "ConversationStore",
     "HandleClosed",
     "HandleView",
+    "HookFunctions",
+    "HooksLike",
     "InMemoryStore",
     "LockingStore",
     "InboxFull",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import types
 import typing
 from typing import Any, Callable, Literal, Union
@@ -18,7 +19,8 @@ def schema_for_type(hint: Any) -> dict[str, Any]:
     args = typing.get_args(hint)
     if hint in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset, typing.Sequence):
         item = args[0] if args and args[0] is not Ellipsis else None
-        return {"type": "array", "items": schema_for_type(item)} if item is not None else {"type": "array"}
+        # ``items`` always: some providers refuse an array schema without it.
+        return {"type": "array", "items": schema_for_type(item) if item is not None else {}}
     if hint is dict or origin is dict:
         return {"type": "object"}
     if origin is Literal:
@@ -29,8 +31,22 @@ def schema_for_type(hint: Any) -> dict[str, Any]:
             out = {"type": kinds.pop(), "enum": values}
         return out
     if _is_optional(hint):
-        return schema_for_type(_strip_none(hint))
+        return _nullable(schema_for_type(_strip_none(hint)))
     return {}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` that also allows ``null`` (what ``Optional[...]`` means)."""
+    if not schema:
+        return schema  # anything goes already
+    if isinstance(schema.get("type"), str):
+        out = {**schema, "type": [schema["type"], "null"]}
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+        return out
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], None]}
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
 def _is_optional(hint: Any) -> bool:
@@ -67,12 +83,30 @@ def function_schema(fn: Callable[..., Any]) -> dict[str, Any]:
             continue
         hint = hints.get(name, Any)
         properties[name] = schema_for_type(hint)
-        if param.default is inspect.Parameter.empty and not _is_optional(hint):
+        if param.default is not inspect.Parameter.empty:
+            default = _json_default(param.default)
+            if default is not _NO_DEFAULT:
+                properties[name] = {**properties[name], "default": default}
+        elif not _is_optional(hint):
             required.append(name)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         schema["required"] = required
     return schema
+
+
+_NO_DEFAULT = object()
+
+
+def _json_default(value: Any) -> Any:
+    """A parameter's default as JSON data, or ``_NO_DEFAULT`` when JSON cannot carry it."""
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return _NO_DEFAULT
+    return value
 
 
 def first_paragraph(doc: str | None) -> str:

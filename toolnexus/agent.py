@@ -9,6 +9,7 @@ import attrs
 
 from .data import AgentResult, Answer, Budget, Request
 from .errors import ConfigError
+from .hooks import HooksLike
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class AgentDef:
     wait_for: Callable[[Request], Answer] | None = attrs.field(default=None, kw_only=True)
     on_spawn: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
     on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
-    hooks: Any = attrs.field(default=None, kw_only=True)
+    hooks: HooksLike = attrs.field(default=None, kw_only=True)
     on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
@@ -165,7 +166,7 @@ def agent(
     wait_for: Callable[[Request], Answer] | None = None,
     on_spawn: Callable[..., Any] | None = None,
     on_close: Callable[..., Any] | None = None,
-    hooks: Any = None,
+    hooks: HooksLike = None,
     on_metric: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Agent:
     """Define an agent; ``team`` members may be ``Agent`` objects or registry names."""

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from . import loop, tracing
 from .data import Answer, Request, RunResult
-from .errors import ConfigError, ToolnexusError
+from .errors import ConfigError, ToolnexusError, WireError
+from .hooks import HooksLike
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore, guard_for
 from .styles import get_style
 from .toolkit import Toolkit
+from .wire import check_json
 
 if TYPE_CHECKING:
     import requests
@@ -63,6 +65,10 @@ def build_engine(
     refused = [key for key in _REFUSED_PARAMS if key in (request_params or {})]
     if refused:
         raise ConfigError(f"request_params may not set {', '.join(refused)}")
+    try:
+        check_json(request_params, "request_params")
+    except WireError as exc:
+        raise ConfigError(str(exc)) from None
     wire = get_style("openai" if generate is not None else style)
     if api_key is None:
         api_key = default_api_key(style, base_url)
@@ -115,7 +121,7 @@ class Client:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         on_error: Callable[[dict[str, Any]], str] | None = None,
         wait_for: Callable[[Request], Answer] | None = None,

@@ -95,6 +95,9 @@ class RunResult:
     status: str
     limit: str | None = None
     pending: Request | None = None
+    #: The last model reply's finish reason as the server sent it (``stop``, ``length``,
+    #: ``tool_calls``, ``end_turn``, ``max_tokens``...), None when it sent none.
+    finish_reason: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +112,8 @@ class AgentResult:
     total_tokens: int = 0
     limit: str | None = None
     handle_id: str = ""
+    #: The last model reply's finish reason in this turn, as the server sent it.
+    finish_reason: str | None = None
     #: The runtime that produced this result (set by ``Agent.run``), for ``resume``.
     runtime: Any = attrs.field(default=None, repr=False, eq=False)
 
@@ -173,7 +178,12 @@ class ToolCall:
 
 @attrs.frozen(kw_only=True)
 class ModelReply:
-    """One model reply, decoded from any wire style."""
+    """One model reply, decoded from any wire style.
+
+    ``message`` is the assistant message in the style's own shape, normalised so it is
+    valid to send back; ``truncated`` says the server cut the reply at its output limit;
+    ``usage_missing`` that the reply carried no usage at all.
+    """
 
     message: dict[str, Any]
     text: str
@@ -181,6 +191,13 @@ class ModelReply:
     usage: Usage
     #: Why the model stopped, as the wire says it ("stop", "tool_calls", "end_turn"...).
     finish_reason: str | None = None
+    truncated: bool = False
+    usage_missing: bool = False
+
+    @property
+    def empty(self) -> bool:
+        """No text and no tool calls: nothing worth keeping in a transcript."""
+        return not self.text and not self.tool_calls
 
 
 def make_request(

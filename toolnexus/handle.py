@@ -395,22 +395,23 @@ class Handle:
             self.move(IDLE)
             self.publish(result)
 
-    def abort(self) -> Turn | None:
-        """Interrupt the running turn: ``running→idle``, its inbox items back in front."""
+    def abort(self, turns: int = 0) -> Turn | None:
+        """Interrupt the running turn (``turns``: the model calls it made): ``running→idle``,
+        its inbox items back in front."""
         with self._changing():
             turn = self.turn
             self._disown()
             record = self.record
             record.inbox, record.taken = record.taken + record.inbox, []
             self.move(IDLE)
-            self.publish(interrupted(record))
+            self.publish(interrupted(record, turns))
             return turn
 
     def drop_queued_wake(self) -> None:
         """Interrupt a wake still waiting for a slot: it never runs."""
         with self._changing():
             self.record.queued = False
-            self.publish(interrupted(self.record))
+            self.publish(interrupted(self.record, 0))
 
     def cancel(self, request_id: str) -> bool:
         """``suspended→idle`` when suspended on ``request_id``: the request is dead, the
@@ -419,10 +420,11 @@ class Handle:
             record = self.record
             if not self.suspended_on(request_id):
                 return False
+            turns = record.suspension.turns if record.suspension is not None else 0
             record.suspension = None
             record.inbox, record.taken = record.taken + record.inbox, []
             self.move(IDLE)
-            self.publish(interrupted(record))
+            self.publish(interrupted(record, turns))
             return True
 
     def suspended_on(self, request_id: str) -> bool:
@@ -540,8 +542,9 @@ class Handle:
 _UNCHANGED = contextlib.nullcontext()
 
 
-def interrupted(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="interrupted", status="interrupted", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+def interrupted(record: HandleRecord, turns: int) -> AgentResult:
+    """``turns``: the model calls of the turn that was interrupted."""
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
 
 
 def closed_result(record: HandleRecord) -> AgentResult:
@@ -560,9 +563,18 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
     """The turn's input: the prompt, then the inbox as numbered provenance lines.
 
     Consecutive timer ticks collapse into one ``tick ×N`` item; items from outside the
-    handle's ancestry are listed last, under a heading marking them untrusted.
+    handle's ancestry are listed last, under a heading marking them untrusted. An item
+    cannot forge that structure: every line of its text after the first is indented and
+    marked ``|``, and its sender and channel stay on one line, so no line of an item
+    starts like a heading or another numbered item.
     """
-    merged = _collapse_ticks(items)
+
+    def fenced(item: InboxItem) -> InboxItem:
+        first, *rest = item.text.splitlines() or [""]
+        text = first + "".join(f"\n   | {line}" for line in rest)
+        return InboxItem(sender=" ".join(item.sender.splitlines()), channel=" ".join(item.channel.splitlines()), text=text)
+
+    merged = [(fenced(item), count) for item, count in _collapse_ticks(items)]
     inside = [(item, count) for item, count in merged if item.sender in trusted]
     outside = [(item, count) for item, count in merged if item.sender not in trusted]
     lines: list[str] = []

@@ -23,6 +23,7 @@ from . import _jobs, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .errors import Cancelled, LLMError, UnknownRequest, WireError
 from .styles import openai as openai_style
+from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
 from ._cancel import CancelScope
@@ -69,6 +70,8 @@ class Engine:
     generate: Callable[[dict[str, Any]], Any] | None = None
     request_params: dict[str, Any] | None = None
     executor: Callable[[], Executor | None] = lambda: None
+    #: Warnings this client (or runtime) logs only once.
+    once: Once = attrs.field(factory=Once, eq=False, repr=False)
 
 
 class Journal(Protocol):
@@ -130,6 +133,7 @@ class _State:
     usage: Usage = Usage()
     turns: int = 0
     text: str = ""
+    finish_reason: str | None = None
 
 
 @attrs.frozen
@@ -145,11 +149,20 @@ LIMIT_TEXT = {
     "maxToolCalls": "budget exhausted: tool-call pool spent",
     "maxWallMs": "wall-clock limit reached",
 }
+#: The server cut the final answer at its output-token limit; the text stays as it came.
+MAX_OUTPUT_TOKENS = "maxOutputTokens"
+#: The result given to a tool call that a stored transcript left without one (a run that
+#: ended pending with several calls, then went on with a new prompt).
+NOT_RUN = ToolResult(output="not run: the run stopped before this call was made", is_error=True)
 
 
 def initial_messages(style: ModuleType, system: str | None, history: list[dict[str, Any]] | None, prompt: str) -> list[dict[str, Any]]:
-    """System message (if the style carries one and history lacks it), history, the prompt."""
-    history = list(history or [])
+    """System message (if the style carries one and history lacks it), history, the prompt.
+
+    Every tool call in the history gets exactly one result (``NOT_RUN`` for those that
+    have none), so the transcript stays valid to send.
+    """
+    history = style.answer_every_call(list(history or []), NOT_RUN)
     head = [] if history and history[0].get("role") == "system" else style.system_messages(system)
     return [*head, *history, style.user_message(prompt)]
 
@@ -209,8 +222,11 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         if limit is not None:
             return _result(spec, state, "incomplete", limit=limit)
         reply = _call_model(engine, spec, state, tools)
+        state.finish_reason = reply.finish_reason
+        if reply.usage_missing:
+            engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
         if not reply.tool_calls:
-            return _result(spec, state, "done")
+            return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
         halted = _tool_phase(engine, spec, toolkit, state, reply.tool_calls)
         if halted is not None:
             return _result(spec, state, "pending", pending=halted)
@@ -230,7 +246,7 @@ def _check_cancel(spec: RunSpec) -> None:
 
 def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None) -> RunResult:
     text = state.text
-    if limit is not None:
+    if limit is not None and limit in LIMIT_TEXT:
         text = f"{text}\n[{LIMIT_TEXT[limit]}]" if text else LIMIT_TEXT[limit]
     if pending is not None:
         text = pending.prompt
@@ -245,6 +261,7 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
         status=status,
         limit=limit,
         pending=pending,
+        finish_reason=state.finish_reason,
     )
 
 
@@ -277,7 +294,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     spec.emit(_llm_event(spec, "ok", started, reply.usage))
     state.turns = turn
     state.usage = state.usage + reply.usage
-    state.messages.append(reply.message)
+    if not reply.empty:  # an empty assistant message would make the transcript invalid
+        state.messages.append(reply.message)
     state.text = reply.text
     if spec.journal is not None:
         spec.journal.record_model(turn, reply)
@@ -481,6 +499,8 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
             change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
             if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
                 result = change["result"]
+        if not isinstance(result.output, str):
+            result = attrs.evolve(result, output=str(result.output))
         if spec.journal is not None:
             spec.journal.tool_done(call.id, result)
         traced.result(result)

@@ -28,6 +28,7 @@ from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, T
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
 from .state import DurableTree, StateConversations, StateStore, open_state
+from .hooks import HooksLike
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -86,7 +87,7 @@ class Runtime:
         inbox_cap: int = 64,
         max_concurrent_turns: int | None = None,
         shutdown_ms: int = 5000,
-        hooks: Any = None,
+        hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
         state: str | os.PathLike[str] | StateStore | None = None,
@@ -641,6 +642,7 @@ class Runtime:
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
+                        turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
                     poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
                     if self._durable is None:
@@ -663,8 +665,9 @@ class Runtime:
             with owner.lock:
                 result = owner.record.result
             if fired.is_set() and result is not None and result.status == "interrupted":
+                turns = result.turns if owner is handle else 0  # a sibling's turn is not this handle's
                 break
-        return AgentResult(text="", status="timeout", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+        return AgentResult(text="", status="timeout", turns=turns, total_tokens=record.tokens, handle_id=record.id)
 
     def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
         """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
@@ -700,13 +703,17 @@ class Runtime:
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
-        or spawned and woken. A refused spawn is an error result."""
+        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
+        is not reattached: the repeated call is a retry and runs a fresh child, which the
+        index then names. A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             with parent.lock:
                 parent.sync()
                 child_id = parent.task_child_id(key, serial)
             child = self._tree.get(child_id) if child_id is not None else None
+            if child is not None and _ended_in_failure(child):
+                child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
@@ -786,7 +793,8 @@ class Runtime:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
                 aborted = record.turn_serial
-                turn = handle.abort()  # None when the turn is queued, or runs in another process
+                # None when the turn is queued, or runs in another process:
+                turn = handle.abort(self._turns.turn_calls(handle.turn) if handle.turn is not None else 0)
                 if self._durable is not None:
                     self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
@@ -975,6 +983,17 @@ class Runtime:
 def _ancestry(handle_id: str) -> set[str]:
     parts = handle_id.split("/")
     return {"/".join(parts[: i + 1]) for i in range(len(parts))}
+
+
+_RETRIED_STATUSES = ("error", "interrupted", "timeout")
+
+
+def _ended_in_failure(child: Handle) -> bool:
+    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
+    with child.lock:
+        child.sync()
+        record = child.record
+        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
 
 
 def _runnable(handle: Handle) -> bool:

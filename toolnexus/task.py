@@ -15,14 +15,21 @@ if TYPE_CHECKING:
 
 TASK_DESCRIPTION = "Delegate a subtask to an isolated subagent."
 
-TASK_SCHEMA = {
+_AGENT_PROPERTY = {"type": "string", "description": "Team agent to delegate to"}
+_PROMPT_PROPERTY = {"type": "string", "description": "The subtask prompt"}
+
+TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "agent": {"type": "string", "description": "Team agent to delegate to"},
-        "prompt": {"type": "string", "description": "The subtask prompt"},
-    },
+    "properties": {"agent": _AGENT_PROPERTY, "prompt": _PROMPT_PROPERTY},
     "required": ["agent", "prompt"],
 }
+
+
+def task_schema(team: list[str]) -> dict[str, Any]:
+    """``TASK_SCHEMA`` with the team listed as the ``agent`` property's ``enum``: small
+    models pick a real teammate when the schema names them, and rarely otherwise."""
+    agent = {**_AGENT_PROPERTY, "enum": sorted(team)}
+    return {"type": "object", "properties": {"agent": agent, "prompt": dict(_PROMPT_PROPERTY)}, "required": ["agent", "prompt"]}
 
 
 def task_description(team: dict[str, str]) -> str:
@@ -67,7 +74,7 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
         return rt.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
     # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
-    return Tool("task", task_description(team), TASK_SCHEMA, execute, source="agent", prepare=prepare, retry="safe")
+    return Tool("task", task_description(team), task_schema(list(members)), execute, source="agent", prepare=prepare, retry="safe")
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:

@@ -18,9 +18,11 @@ from typing import Any, Callable
 import attrs
 
 from .agent import AgentDef, check_name
+from .client import _REFUSED_PARAMS
 from .data import Budget
-from .errors import ConfigError, ToolnexusError
+from .errors import ConfigError, ToolnexusError, WireError
 from .tools import Tool, tool
+from .wire import check_json
 
 
 class TeamFileError(ToolnexusError):
@@ -100,6 +102,7 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
         raise fail("[connection] must be a table")
     _unknown(connection, _CONNECTION_KEYS, "[connection]", fail)
     _check_connection(connection, fail)
+    _check_request_params(connection.get("request_params"), fail)
     agents = data.get("agents")
     if not isinstance(agents, dict) or not agents:
         raise fail("no agents: define at least one [agents.NAME] table")
@@ -148,8 +151,22 @@ def _check_connection(connection: dict[str, Any], fail: Callable[[str], TeamFile
         value = connection.get(key)
         if value is not None and (type(value) is not int or value < least):
             raise fail(f"[connection]: {key} must be a whole number >= {least}")
-    if "request_params" in connection and not isinstance(connection["request_params"], dict):
-        raise fail("[connection]: request_params must be a table")
+
+
+def _check_request_params(params: Any, fail: Callable[[str], TeamFileError]) -> None:
+    """``[connection.request_params]``: a table merged into every request body, as JSON."""
+    if params is None:
+        return
+    where = "[connection] request_params"
+    if not isinstance(params, dict):
+        raise fail(f"{where} must be a table, e.g. [connection.request_params] with max_tokens = 512")
+    refused = [key for key in _REFUSED_PARAMS if key in params]
+    if refused:
+        raise fail(f"{where} may not set {', '.join(refused)}")
+    try:
+        check_json(params, where)
+    except WireError as exc:
+        raise fail(f"{exc} (nan and inf are not JSON; dates and times are not either)") from None
 
 
 def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError]) -> None:

@@ -6,6 +6,8 @@ import copy
 import logging
 from typing import Any, Iterable
 
+import attrs
+
 from .data import ToolResult
 from .tools import Tool, ToolContext, sanitize_name
 
@@ -61,10 +63,8 @@ class Toolkit:
             log.debug("tool %s raised", found.name, exc_info=True)
             return ToolResult(output=f"tool {found.name} failed: {exc}", is_error=True)
         if isinstance(value, ToolResult):
-            return value
-        if isinstance(value, str):
-            return ToolResult(output=value)
-        return ToolResult(output=f"tool {found.name} returned {type(value).__name__}, not str or ToolResult", is_error=True)
+            return value if isinstance(value.output, str) else attrs.evolve(value, output=str(value.output))
+        return ToolResult(output=value if isinstance(value, str) else str(value))
 
     def prepare(self, name: str, args: dict[str, Any], ctx: ToolContext) -> None:
         """Run the tool's optional in-order first step; its value lands on ``ctx.prepared``.

@@ -17,11 +17,29 @@ from .errors import ConfigError
 RETRY_OPTIONS = ("never", "safe", "ask")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: The longest tool name the providers accept.
+MAX_NAME_LENGTH = 64
 
 
 def sanitize_name(name: str) -> str:
     """Tool names providers accept: every character outside ``[A-Za-z0-9_-]`` becomes ``_``."""
     return _UNSAFE.sub("_", name)
+
+
+def checked_name(name: Any) -> str:
+    """``name`` sanitised, refused when providers would refuse it: empty or too long.
+
+    Raises:
+        ConfigError: the name is not a string, is empty, or is longer than 64 characters.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(f"a tool name must be a string, not {type(name).__name__}")
+    clean = sanitize_name(name)
+    if not clean:
+        raise ConfigError("a tool name must not be empty")
+    if len(clean) > MAX_NAME_LENGTH:
+        raise ConfigError(f"tool name {clean[:MAX_NAME_LENGTH]}... is {len(clean)} characters; providers accept at most {MAX_NAME_LENGTH}")
+    return clean
 
 
 @attrs.define(kw_only=True)
@@ -80,7 +98,7 @@ class Tool:
         if retry not in RETRY_OPTIONS:
             raise ConfigError(f"tool {name!r}: retry must be one of {', '.join(RETRY_OPTIONS)}, not {retry!r}")
         self.__attrs_init__(
-            name=sanitize_name(name),
+            name=checked_name(name),
             description=description,
             input_schema=input_schema or {"type": "object", "properties": {}},
             execute=execute,

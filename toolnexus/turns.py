@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
@@ -75,6 +76,8 @@ class TurnRunner:
         self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
+        self._calls_lock = threading.Lock()  # guards: _calls
+        self._calls: weakref.WeakKeyDictionary[Turn, int] = weakref.WeakKeyDictionary()  # model calls per turn
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
@@ -114,13 +117,19 @@ class TurnRunner:
             total_tokens=self._spent(handle, turn),
             limit=run.limit,
             handle_id=handle.id,
+            finish_reason=run.finish_reason,
         )
         return result, run
 
     def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
-        return AgentResult(text=text, status="error", is_error=True, total_tokens=self._spent(handle, turn), handle_id=handle.id)
+        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), total_tokens=self._spent(handle, turn), handle_id=handle.id)
+
+    def turn_calls(self, turn: Turn) -> int:
+        """The model calls ``turn`` made so far (with those before its suspension)."""
+        with self._calls_lock:
+            return turn.prior_turns + self._calls.get(turn, 0)
 
     def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
         event: dict[str, Any] = {
@@ -152,7 +161,7 @@ class TurnRunner:
             scope=turn.scope,
             gate=self._gate,
             handle_id=handle.id,
-            on_usage=lambda usage: self._charge_tokens(handle, usage),
+            on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
             journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner) if self._durable is not None and self._owner else None,
             call_key=call_key(self._nonce, handle.id, turn.serial),
@@ -175,7 +184,9 @@ class TurnRunner:
         with handle.lock:
             return handle.record.tokens - turn.tokens_before
 
-    def _charge_tokens(self, handle: Handle, usage: Usage) -> None:
+    def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
+        with self._calls_lock:
+            self._calls[turn] = self._calls.get(turn, 0) + 1
         with handle.lock:
             handle.charge_model_call()
         for each in self._lineage(handle):

@@ -67,7 +67,10 @@ converter.register_unstructure_hook(AgentResult, _agent_result_fields)
 # Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
 converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
 
-_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+#: Deepest nesting ``from_json`` accepts; deeper input is refused, never recursed into.
+MAX_DEPTH = 64
 
 
 def to_wire(value: Any) -> Any:
@@ -86,17 +89,62 @@ def from_wire(cls: type[T], data: Any) -> T:
 
 
 def to_json(value: Any) -> str:
-    """Compact JSON, keys in field order, non-ASCII kept as is (byte-stable across editions)."""
-    return _DUMPS(to_wire(value))
+    """Compact JSON, keys in field order, non-ASCII kept as is (byte-stable across editions).
+
+    Raises:
+        WireError: the value holds ``NaN`` or an infinity, which JSON cannot carry.
+    """
+    try:
+        return _DUMPS(to_wire(value))
+    except ValueError as exc:
+        raise WireError(f"cannot encode as JSON: {exc}") from exc
 
 
 def from_json(cls: type[T], text: str | bytes) -> T:
-    """Parse JSON text into ``cls``; bad JSON or a bad shape raises ``WireError``."""
+    """Parse JSON text into ``cls``; bad JSON, ``NaN``/``Infinity``, nesting deeper than
+    ``MAX_DEPTH`` or a bad shape raises ``WireError``."""
+    return from_wire(cls, parse_json(text, what=cls.__name__))
+
+
+def parse_json(text: str | bytes, *, what: str = "value") -> Any:
+    """Strict JSON: no ``NaN``/``Infinity``, at most ``MAX_DEPTH`` levels of nesting."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise WireError(f"invalid JSON for {cls.__name__}: {exc}") from exc
-    return from_wire(cls, data)
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"invalid JSON for {what}: {exc}") from None
+    if _too_deep(data):
+        raise WireError(f"invalid JSON for {what}: nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def check_json(value: Any, what: str) -> None:
+    """Raise ``WireError`` when ``value`` cannot be sent as strict JSON (``NaN``, an
+    infinity, a type JSON has no form for)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise WireError(f"{what} cannot be sent as JSON: {exc}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _too_deep(data: Any) -> bool:
+    """Whether ``data`` nests more than ``MAX_DEPTH`` containers (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def _describe(exc: BaseException) -> str:
@@ -112,6 +160,8 @@ __all__ = [
     "from_wire",
     "to_json",
     "from_json",
+    "parse_json",
+    "check_json",
     "AgentResult",
     "HandleView",
     "RunResult",

@@ -3,8 +3,9 @@
 
 ``path``, ``headers(api_key)``, ``endpoint(base_url)``, ``system_messages(system)``,
 ``user_message(text)``, ``tools_payload(toolkit)``, ``build_body(...)``,
-``parse_reply(data)``, ``tool_result_messages(results)``, ``tool_calls_of(message)`` and
-``tool_results_in(messages)``.
+``parse_reply(data)``, ``tool_result_messages(results)``, ``tool_calls_of(message)``,
+``tool_results_in(messages)`` and ``answer_every_call(messages, filler)``. Replies are
+normalised as they are parsed, so what a transcript keeps is valid to send back.
 """
 
 from __future__ import annotations

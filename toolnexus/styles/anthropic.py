@@ -1,17 +1,24 @@
-"""The Anthropic messages wire: top-level ``system``, ``tool_use``/``tool_result`` blocks."""
+"""The Anthropic messages wire: top-level ``system``, ``tool_use``/``tool_result`` blocks.
+
+Replies are normalised before they enter a transcript: empty text blocks are dropped (the
+API refuses them when they come back), every ``tool_use`` block gets an id unique in its
+message (made up from the reply when the model sent none) and an object ``input``.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import json
+from typing import Any, Iterable, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
-from ._usage import count
+from ._usage import answer_every_turn, count, output_text, unique_ids
 
 path = "/messages"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+TRUNCATED = "max_tokens"
 
 
 def endpoint(base_url: str) -> str:
@@ -54,14 +61,18 @@ def build_body(
         body["tools"] = tools
     if request_params:
         body.update(request_params)
+        if not tools:
+            body.pop("tool_choice", None)  # refused without tools
     return body
 
 
 def usage_of(raw: Any) -> Usage:
+    """Prompt tokens are all the input the model read: fresh, read from the prompt cache,
+    and written to it."""
     if not isinstance(raw, dict):
         return Usage()
-    prompt = count(raw.get("input_tokens"))
-    completion = count(raw.get("output_tokens"))
+    prompt = sum(count(raw.get(key), key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    completion = count(raw.get("output_tokens"), "output_tokens")
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
@@ -71,38 +82,75 @@ def parse_reply(data: Any) -> ModelReply:
     blocks = data.get("content")
     if not isinstance(blocks, list):
         raise WireError("reply has no content blocks")
-    calls = tool_calls_of({"role": "assistant", "content": blocks})
-    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-    reason = data.get("stop_reason")
+    kept, calls = _normalised(blocks, data)
+    text = "".join(b["text"] for b in kept if b.get("type") == "text")
+    stop = data.get("stop_reason")
+    stop = stop if isinstance(stop, str) else None
+    raw_usage = data.get("usage")
     return ModelReply(
-        message={"role": "assistant", "content": blocks},
+        message={"role": "assistant", "content": kept},
         text=text,
         tool_calls=calls,
-        usage=usage_of(data.get("usage")),
-        finish_reason=reason if isinstance(reason, str) else None,
+        usage=usage_of(raw_usage),
+        finish_reason=stop,
+        truncated=stop == TRUNCATED,
+        usage_missing=not isinstance(raw_usage, dict),
     )
+
+
+def _normalised(blocks: list[Any], reply: Any) -> tuple[list[dict[str, Any]], list[ToolCall]]:
+    """The blocks worth sending back, and the calls among them. A ``tool_use`` echoes an
+    object ``input`` (``{}`` when the model sent something else, which its call keeps so
+    the loop reports it as invalid arguments)."""
+    kept: list[dict[str, Any]] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and not (isinstance(block.get("text"), str) and block["text"]):
+            continue
+        if block.get("type") == "tool_use" and not isinstance(block.get("name"), str):
+            raise WireError("tool_use block without a name")
+        kept.append(block)  # thinking and other blocks travel back as they came
+    ids = iter(unique_ids((b.get("id") for b in kept if b.get("type") == "tool_use"), reply, "toolu_"))
+    out: list[dict[str, Any]] = []
+    calls: list[ToolCall] = []
+    for block in kept:
+        if block.get("type") != "tool_use":
+            out.append(block)
+            continue
+        arguments = _arguments(block.get("input"))
+        call = ToolCall(id=next(ids), name=block["name"], arguments=arguments)
+        calls.append(call)
+        out.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments if isinstance(arguments, dict) else {}})
+    return out, calls
+
+
+def _arguments(raw: Any) -> Any:
+    """``input`` as an object; a JSON string is decoded, anything else is kept as it came."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return {} if raw is None else raw
 
 
 def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
     if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
         return []
-    calls = []
-    for block in message["content"]:
-        if isinstance(block, dict) and block.get("type") == "tool_use":
-            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise WireError("tool_use block without an id or name")
-            calls.append(ToolCall(id=block["id"], name=block["name"], arguments=block.get("input", {})))
-    return calls
+    return _normalised(message["content"], message)[1]
 
 
 def tool_result_messages(results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]:
-    blocks = []
-    for call_id, result in results:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": result.output}
-        if result.is_error:
-            block["is_error"] = True
-        blocks.append(block)
+    blocks = [_result_block(call_id, result) for call_id, result in results]
     return [{"role": "user", "content": blocks}] if blocks else []
+
+
+def _result_block(call_id: str, result: ToolResult) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": output_text(result.output)}
+    if result.is_error:
+        block["is_error"] = True
+    return block
 
 
 def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]:
@@ -115,3 +163,20 @@ def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResul
                 output = block.get("content")
                 found.append((str(block.get("tool_use_id")), ToolResult(output=output if isinstance(output, str) else str(output or ""), is_error=bool(block.get("is_error")))))
     return found
+
+
+def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]:
+    """``messages`` with a ``filler`` result block for every ``tool_use`` that has none, in
+    the user message that answers that turn, so the transcript is valid to send."""
+
+    def answer_turn(message: dict[str, Any], rest: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        following = rest[0] if rest and rest[0].get("role") == "user" and isinstance(rest[0].get("content"), list) else None
+        answered = {cid for cid, _ in tool_results_in([following])} if following is not None else set()
+        missing = [_result_block(call.id, filler) for call in tool_calls_of(message) if call.id not in answered]
+        if following is None or not answered:
+            return ([{"role": "user", "content": missing}] if missing else []), 0
+        blocks = following["content"]
+        last = max(i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("type") == "tool_result")
+        return [{**following, "content": [*blocks[: last + 1], *missing, *blocks[last + 1 :]]}], 1
+
+    return answer_every_turn(messages, lambda m: bool(tool_calls_of(m)), answer_turn)

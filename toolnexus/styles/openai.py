@@ -1,17 +1,26 @@
-"""The OpenAI chat-completions wire, and the in-process ``generate=`` model (same shapes)."""
+"""The OpenAI chat-completions wire, and the in-process ``generate=`` model (same shapes).
+
+Replies are normalised before they enter a transcript, because real servers differ from
+the spec and some refuse their own shapes when they come back: every tool call gets
+``type: "function"``, string ``arguments`` and an id unique in its message (made up from
+the reply when the model sent none); an assistant message is sent back with a string
+``content`` (``""`` when it only calls tools); a refusal's text becomes the text.
+"""
 
 from __future__ import annotations
 
-import json
-import uuid
-from typing import Any, Iterable
+import itertools
+from typing import Any, Iterable, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
-from ._usage import count
+from ._usage import answer_every_turn, count, encode_arguments, output_text, unique_ids
 
 path = "/chat/completions"
+TRUNCATED = "length"
+# Request keys that mean something only next to ``tools``; servers refuse them alone.
+_TOOL_ONLY_PARAMS = ("tool_choice", "parallel_tool_calls")
 
 
 def endpoint(base_url: str) -> str:
@@ -48,16 +57,19 @@ def build_body(
         body["tool_choice"] = "auto"
     if request_params:
         body.update(request_params)
+        if not tools:
+            for key in _TOOL_ONLY_PARAMS:
+                body.pop(key, None)
     return body
 
 
 def usage_of(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
-    prompt = count(raw.get("prompt_tokens"))
-    completion = count(raw.get("completion_tokens"))
+    prompt = count(raw.get("prompt_tokens"), "prompt_tokens")
+    completion = count(raw.get("completion_tokens"), "completion_tokens")
     total = raw.get("total_tokens")
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=count(total) if total is not None else prompt + completion)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=count(total, "total_tokens") if total is not None else prompt + completion)
 
 
 def parse_reply(data: Any) -> ModelReply:
@@ -67,38 +79,79 @@ def parse_reply(data: Any) -> ModelReply:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise WireError("reply has no choices")
-    message = choices[0].get("message")
+    choice = choices[0]
+    message = choice.get("message")
     if not isinstance(message, dict):
         raise WireError("reply's first choice has no message")
-    calls = [_call_from_wire(raw) for raw in message.get("tool_calls") or []]
-    text = message.get("content")
-    text = text if isinstance(text, str) else ""
-    kept: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    if calls:
-        kept["tool_calls"] = message["tool_calls"]
-    reason = choices[0].get("finish_reason")
-    return ModelReply(message=kept, text=text, tool_calls=calls, usage=usage_of(data.get("usage")), finish_reason=reason if isinstance(reason, str) else None)
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise WireError("reply's tool_calls is not a list")
+    text = _text_of(message)
+    wire_calls = _normalised_calls(raw_calls, data)
+    finish = choice.get("finish_reason")
+    finish = finish if isinstance(finish, str) else None
+    raw_usage = data.get("usage")
+    return ModelReply(
+        message=_assistant(text, wire_calls),
+        text=text,
+        tool_calls=[_call_of(raw) for raw in wire_calls],
+        usage=usage_of(raw_usage),
+        finish_reason=finish,
+        truncated=finish == TRUNCATED,
+        usage_missing=not isinstance(raw_usage, dict),
+    )
 
 
-def _call_from_wire(raw: Any) -> ToolCall:
-    if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
-        raise WireError("tool call without a function")
-    function = raw["function"]
-    return ToolCall(id=str(raw.get("id") or _new_call_id()), name=str(function.get("name", "")), arguments=function.get("arguments"))
+def _text_of(message: dict[str, Any]) -> str:
+    """The reply's text: ``content`` (a string or a list of text parts), else a refusal."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+    if isinstance(content, str) and content:
+        return content
+    refusal = message.get("refusal")
+    return refusal if isinstance(refusal, str) else ""
 
 
-def _new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
+def _assistant(text: str, wire_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if wire_calls:
+        message["tool_calls"] = wire_calls
+    return message
+
+
+def _normalised_calls(raw_calls: list[Any], reply: Any) -> list[dict[str, Any]]:
+    """The spec's shape for each call: ``{"id", "type": "function", "function": {"name",
+    "arguments": str}}``, ids unique within the message."""
+    functions = []
+    for raw in raw_calls:
+        if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+            raise WireError("tool call without a function")
+        functions.append(raw["function"])
+    ids = unique_ids((raw.get("id") for raw in raw_calls), reply, "call_")
+    return [
+        {"id": call_id, "type": "function", "function": {"name": str(function.get("name") or ""), "arguments": encode_arguments(function.get("arguments"))}}
+        for call_id, function in zip(ids, functions)
+    ]
+
+
+def _call_of(wire: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=wire["id"], name=wire["function"]["name"], arguments=wire["function"]["arguments"])
 
 
 def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
+    """The calls of a transcript's assistant message, with the ids ``parse_reply`` gave them
+    (for a message it did not normalise, the same ids on every call)."""
     if message.get("role") != "assistant":
         return []
-    return [_call_from_wire(raw) for raw in message.get("tool_calls") or []]
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return []
+    return [_call_of(wire) for wire in _normalised_calls(raw_calls, message)]
 
 
 def tool_result_messages(results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]:
-    return [{"role": "tool", "tool_call_id": call_id, "content": result.output} for call_id, result in results]
+    return [{"role": "tool", "tool_call_id": call_id, "content": output_text(result.output)} for call_id, result in results]
 
 
 def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]:
@@ -108,6 +161,19 @@ def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResul
         for m in messages
         if m.get("role") == "tool"
     ]
+
+
+def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]:
+    """``messages`` with a ``filler`` result for every tool call that has none, placed after
+    that turn's other results, so the transcript is valid to send."""
+
+    def answer_turn(message: dict[str, Any], rest: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+        results = list(itertools.takewhile(lambda m: m.get("role") == "tool", rest))
+        answered = {str(m.get("tool_call_id")) for m in results}
+        missing = tool_result_messages((call.id, filler) for call in tool_calls_of(message) if call.id not in answered)
+        return results + missing, len(results)
+
+    return answer_every_turn(messages, lambda m: bool(tool_calls_of(m)), answer_turn)
 
 
 # --- the in-process model: OpenAI-shaped requests, a small reply dict -------------------
@@ -124,22 +190,21 @@ def parse_generated(reply: Any) -> ModelReply:
     raw_calls = reply.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise WireError("generate() tool_calls must be a list")
-    calls: list[ToolCall] = []
-    wire_calls: list[dict[str, Any]] = []
     for raw in raw_calls:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise WireError("each generated tool call needs a name")
-        arguments = raw.get("arguments", {})
-        encoded = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
-        call = ToolCall(id=str(raw.get("id") or _new_call_id()), name=raw["name"], arguments=encoded)
-        calls.append(call)
-        wire_calls.append({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": encoded}})
+    wrapped = [{"id": raw.get("id"), "function": {"name": raw["name"], "arguments": raw.get("arguments")}} for raw in raw_calls]
+    wire_calls = _normalised_calls(wrapped, reply)
     content = reply.get("content")
     text = content if isinstance(content, str) else ""
-    message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None}
-    if wire_calls:
-        message["tool_calls"] = wire_calls
-    reason = reply.get("finish_reason")
-    if not isinstance(reason, str):
-        reason = "tool_calls" if calls else "stop"
-    return ModelReply(message=message, text=text, tool_calls=calls, usage=usage_of(reply.get("usage")), finish_reason=reason)
+    finish = reply.get("finish_reason")
+    if not isinstance(finish, str):
+        finish = "tool_calls" if wire_calls else "stop"
+    return ModelReply(
+        message=_assistant(text, wire_calls),
+        text=text,
+        tool_calls=[_call_of(raw) for raw in wire_calls],
+        usage=usage_of(reply.get("usage")),
+        finish_reason=finish,
+        truncated=finish == TRUNCATED,
+    )
