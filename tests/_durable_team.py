@@ -217,6 +217,11 @@ def _main(argv: list[str]) -> None:
         print(json.dumps({"outcome": outcome, "final": to_wire(final) if final else None}), flush=True)
         rt.release()
         return
+    if command == "forget":
+        # Finish a run and end the script without letting go: the interpreter must exit.
+        rt.run_agent("echo", "hello")
+        print(json.dumps({"left": True}), flush=True)
+        return
     if command == "echoes":
         count = int(argv[5])
         done = sum(rt.run_agent("echo", f"hello {n}").status == "done" for n in range(count))

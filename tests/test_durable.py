@@ -23,7 +23,9 @@ import _durable_team as team
 from _durable_team import files, state  # noqa: F401 - fixtures
 from _services import service_url
 from conftest import run_in_thread
-from toolnexus import ConfigError, InMemoryStore, Runtime, StateError, ToolnexusError, UnknownRequest, make_answer
+import attrs
+
+from toolnexus import Budget, ConfigError, InMemoryStore, Runtime, SpawnError, StateError, ToolnexusError, UnknownRequest, make_answer
 from toolnexus.state import SCHEMA_VERSION, SQLiteState
 
 HERE = Path(__file__).resolve().parent
@@ -410,6 +412,35 @@ def test_release_leaves_the_tree_and_ends_the_runtimes_threads(state, files):
         again.release()
 
 
+def test_an_interpreter_that_never_releases_still_exits(state, files):
+    assert in_child("forget", state, files.runtime_id, files.effects, files.calls, timeout=60) == {"left": True}
+    rt = open_runtime(state, files)
+    try:
+        assert rt.inspect("root/echo.1").state == "closed"
+    finally:
+        rt.release()
+
+
+def test_spawn_sees_a_pool_spent_by_another_process(state, files):
+    budgeted = team.registry()
+    budgeted["boss"] = attrs.evolve(budgeted["boss"], budget=Budget(max_tokens=100))
+    rt = Runtime(budgeted, generate=team.model(), state=state, runtime_id=files.runtime_id)
+    other = Runtime(budgeted, generate=team.model(), state=state, runtime_id=files.runtime_id)
+    try:
+        boss = rt.spawn(rt.root, "boss")
+        assert other.inspect(boss.id).tokens == 0
+        child = other.spawn(boss.id, "echo")
+        for n in range(3):  # 3 x 40 tokens charged in the other runtime
+            other.post(child, f"n{n}")
+            other.wake(child, "go")
+            assert other.wait(child, timeout=20).status == "done"
+        with pytest.raises(SpawnError, match="budget exhausted"):
+            rt.spawn(boss, "echo")
+    finally:
+        rt.release()
+        other.release()
+
+
 def test_leaving_a_with_block_releases_instead_of_closing(state, files):
     with open_runtime(state, files) as rt:
         h = rt.spawn(rt.root, "echo")
@@ -440,3 +471,57 @@ def test_bad_durable_options_are_config_errors(tmp_path):
         Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), lease_ms=0)
     with pytest.raises(ConfigError, match="state must be"):
         Runtime(team.registry(), generate=team.model(), state=42)
+
+
+def test_first_use_by_four_processes_at_once_creates_the_schema_once():
+    url = service_url("postgresql")
+    schema = f"tn_race_{uuid.uuid4().hex[:8]}"
+    code = (
+        "import sys; from toolnexus.postgres import PostgresState; "
+        f"s = PostgresState(sys.argv[1], schema={schema!r}, listen=False); "
+        "print(s.execute('SELECT value FROM tn_meta')[0][0]); s.close()"
+    )
+    racers = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outcomes = [racer.communicate(timeout=60) for racer in racers]
+    assert all(racer.returncode == 0 for racer in racers), [err for _, err in outcomes]
+    assert [out.strip() for out, _ in outcomes] == [str(SCHEMA_VERSION)] * 4
+
+
+def test_a_resume_racing_an_interrupt_has_exactly_one_winner(state, files):
+    for _ in range(3):
+        files.runtime_id = f"ri-{uuid.uuid4().hex[:8]}"
+        started = pending_in_another_process(state, files)
+        answering, interrupting = open_runtime(state, files), open_runtime(state, files)
+        outcome: dict[str, object] = {}
+        go = threading.Barrier(2)
+
+        def answer() -> None:
+            go.wait()
+            try:
+                answering.resume(make_answer(started["pending"]["id"], True))
+                outcome["resume"] = "won"
+            except UnknownRequest:
+                outcome["resume"] = "lost"
+
+        def interrupt() -> None:
+            go.wait()
+            interrupting.interrupt(started["handle"] + "/worker.1")
+
+        try:
+            threads = [threading.Thread(target=answer), threading.Thread(target=interrupt)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            final = run_in_thread(lambda: answering.wait(started["handle"], timeout=20))
+            if outcome["resume"] == "won":  # the boss finishes (its child maybe interrupted after the resume)
+                assert final.status == "done"
+            else:  # the interrupt cancelled the request on every handle of the path
+                assert final.status == "interrupted"
+                assert answering.inspect(started["handle"] + "/worker.1").state == "idle"
+            with pytest.raises(UnknownRequest):  # either way the request is gone
+                answering.resume(make_answer(started["pending"]["id"], True))
+        finally:
+            answering.release()
+            interrupting.release()
+    assert len(team.lines(files.effects)) <= 3  # the approved tool ran at most once a round

@@ -105,7 +105,8 @@ class HandleRecord:
     pool_tool_calls: int = 0
     suspension: Suspension | None = None
     turn_serial: int = 0
-    task_keys: dict[tuple[str, str], tuple[int, str]] = attrs.Factory(dict)
+    #: ``(agent, prompt)`` -> ``(turn serial, child id, id of the call that made it)``.
+    task_keys: dict[tuple[str, str], tuple[int, str, str]] = attrs.Factory(dict)
     result: AgentResult | None = None
     settled: int = 0
     closing: bool = False
@@ -527,16 +528,17 @@ class Handle:
 
     # --- the reattachment index (``task_lock`` held) ---------------------------------------
 
-    def task_child_id(self, key: tuple[str, str], serial: int) -> str | None:
+    def task_entry(self, key: tuple[str, str], serial: int) -> tuple[str, str] | None:
+        """The child of ``key`` in turn ``serial`` and the id of the call that made it."""
         entry = self.record.task_keys.get(key)
-        return entry[1] if entry is not None and entry[0] == serial else None
+        return (entry[1], entry[2]) if entry is not None and entry[0] == serial else None
 
-    def remember_task(self, key: tuple[str, str], serial: int, child_id: str) -> None:
+    def remember_task(self, key: tuple[str, str], serial: int, child_id: str, call_id: str) -> None:
         with self._changing():
-            self.record.task_keys[key] = (serial, child_id)
+            self.record.task_keys[key] = (serial, child_id, call_id)
 
     def task_children(self, serial: int) -> list[str]:
-        return [child_id for turn_serial, child_id in self.record.task_keys.values() if turn_serial == serial]
+        return [child_id for turn_serial, child_id, _ in self.record.task_keys.values() if turn_serial == serial]
 
 
 _UNCHANGED = contextlib.nullcontext()

@@ -147,7 +147,7 @@ class Runtime:
             # With a dispatcher a turn's tool calls run in its own (worker) thread, in order:
             # the workers' threads are the unit of parallelism, and the children that its
             # task calls woke run on other workers meanwhile.
-            executor=lambda: self._executor if self._dispatch is None else None,
+            executor=lambda: self._executor if self._dispatching is None else None,
             pool_size=workers,
         )
         self._turns = TurnRunner(
@@ -167,9 +167,9 @@ class Runtime:
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
-        self._dispatch: Dispatching | None = None
+        self._dispatching: Dispatching | None = None
         if dispatcher is not None and self._durable is not None:
-            self._dispatch = Dispatching(dispatcher, self._durable, self._tree, self._owner)
+            self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
         self._heartbeat: threading.Thread | None = None
         if self._durable is not None:
             self._durable.register_owner(self._owner, _HOST, os.getpid())
@@ -264,8 +264,8 @@ class Runtime:
                 self._durable.heartbeat(self._owner)
                 if self._recover != "leave":
                     self._sweep()
-                if self._dispatch is not None:
-                    self._dispatch.resend_stale()
+                if self._dispatching is not None:
+                    self._dispatching.resend_stale()
             except ToolnexusError:
                 log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
 
@@ -302,8 +302,8 @@ class Runtime:
             if mode == "interrupt":
                 handle.abort()
                 self._durable.forget_turn(handle.id, record.turn_serial)
-            elif self._dispatch is not None:
-                job = self._dispatch.requeue(handle)  # a worker takes it over from its journal
+            elif self._dispatching is not None:
+                job = self._dispatching.requeue(handle)  # a worker takes it over from its journal
             else:
                 turn = handle.stored_turn()
                 turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
@@ -312,8 +312,20 @@ class Runtime:
         if job is None:
             self._release_slot(handle)
         else:
-            self._launch(job)
+            self._dispatch(job)
         return True
+
+    def _dispatch(self, *jobs: _jobs.Job) -> None:
+        """Hand admitted turns over to run: the only place that does. Here that is this
+        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
+        already in the state with its owner, input and serial, and ``_take_over`` claims a
+        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
+        processes plugs in at these two points: with one, a job sends the turn's message."""
+        for job in jobs:
+            if self._dispatching is not None:
+                job.run()
+            else:
+                _jobs.submit(self._executor, job)
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -451,7 +463,7 @@ class Runtime:
         with parent.lock, handle.lock, self._atomic(parent, handle):
             job = self._admit(parent, handle, prompt, trace)
         if job is not None:
-            self._launch(job)
+            self._dispatch(job)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
@@ -474,18 +486,11 @@ class Runtime:
         return self._begin(handle, handle.start(prompt, text, trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
-        if self._dispatch is not None:
-            return self._dispatch.queue(handle, turn)
+        if self._dispatching is not None:
+            return self._dispatching.queue(handle, turn)
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
         handle.begin(turn, self._clock(), self._owner)
         return turn.job
-
-    def _launch(self, job: _jobs.Job) -> None:
-        """Start an admitted turn (after its commit): on the pool, or by sending its message."""
-        if self._dispatch is not None:
-            job.run()
-        else:
-            _jobs.submit(self._executor, job)
 
     def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         """Run the queued turn a dispatcher's message names, here and now (a worker's side).
@@ -493,7 +498,7 @@ class Runtime:
         Returns false, doing nothing, when the turn is not queued any more: claimed by
         another runtime, finished, interrupted, or the message was for another tree.
         """
-        if self._dispatch is None or self._durable is None:
+        if self._dispatching is None or self._durable is None:
             raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
         if runtime_id != self._durable.runtime_id:
             log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._durable.runtime_id)
@@ -504,7 +509,7 @@ class Runtime:
             return False
         with handle.lock:
             handle.sync()
-            job = self._dispatch.claim(handle, self._clock(), self._run_turn, serial, segment)
+            job = self._dispatching.claim(handle, self._clock(), self._run_turn, serial, segment)
         if job is None:
             return False
         job.run()
@@ -580,8 +585,7 @@ class Runtime:
                     prompt, trace = sibling.dequeue()
                     jobs.append(self._start_turn(sibling, prompt, trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        for job in jobs:
-            self._launch(job)
+        self._dispatch(*jobs)
 
     # --- wait and delegation --------------------------------------------------------------
 
@@ -626,7 +630,7 @@ class Runtime:
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
-                helper = self._dispatch if run_here else None  # with a dispatcher, this thread runs queued turns
+                helper = self._dispatching if run_here else None  # with a dispatcher, this thread runs queued turns
                 if job is None and helper is not None:
                     job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
                 behind = job is None and run_here and self._inline and record.queued
@@ -701,24 +705,25 @@ class Runtime:
             timer.cancel()
             timer.join()
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
+    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
         or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
-        is not reattached: the repeated call is a retry and runs a fresh child, which the
-        index then names. A refused spawn is an error result."""
+        is not reattached by another call: that repeated call is a retry and runs a fresh
+        child, which the index then names (the same call, replayed after a resume or a
+        crash, still reattaches). A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             with parent.lock:
                 parent.sync()
-                child_id = parent.task_child_id(key, serial)
-            child = self._tree.get(child_id) if child_id is not None else None
-            if child is not None and _ended_in_failure(child):
+                entry = parent.task_entry(key, serial)
+            child = self._tree.get(entry[0]) if entry is not None else None
+            if child is not None and entry is not None and (not call_id or entry[1] != call_id) and _ended_in_failure(child):
                 child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
                     with parent.lock, self._atomic(parent):
-                        parent.remember_task(key, serial, child.id)
+                        parent.remember_task(key, serial, child.id, call_id)
                     self.wake(child, prompt)
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
@@ -728,7 +733,7 @@ class Runtime:
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
         """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt)
+        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
@@ -862,8 +867,7 @@ class Runtime:
                 turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
                 path[len(chain) - 1 - position].take_slot(None)
                 jobs.append(self._begin(handle, turn))
-        for job in jobs:
-            self._launch(job)
+        self._dispatch(*jobs)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
         chain = [origin]

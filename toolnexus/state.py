@@ -307,9 +307,10 @@ class DurableTree:
                     if dirty:
                         changed[handle.id] = handle
                 yield
-                if outer:
+                if outer and changed:
                     for handle in changed.values():
                         self._write(handle)
+                    self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
         except BaseException:
             if outer:
                 for handle in touched.values():
@@ -360,7 +361,6 @@ class DurableTree:
                 time.time(),
             ),
         )
-        self.store.notify(f"{self.runtime_id}|{record.id}")
 
     # --- reading the tree ---------------------------------------------------------------------
 
@@ -470,11 +470,6 @@ class DurableTree:
     def drop_owner(self, owner: str) -> None:
         with self.store.transaction():
             self.store.execute("DELETE FROM tn_owners WHERE runtime_id = ? AND owner = ?", (self.runtime_id, owner))
-
-    def owners(self) -> dict[str, tuple[str, int, float]]:
-        """Every registered owner: ``(host, pid, last heartbeat)``."""
-        rows = self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
-        return {row[0]: (row[1], int(row[2]), float(row[3])) for row in rows}
 
     def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]:
         """``(handle id, owner, queued at)`` of every running turn (of ``parent_id``'s
@@ -600,7 +595,7 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
             "trace": suspension.trace,
         },
         "turn_serial": record.turn_serial,
-        "task_keys": [[agent, prompt, serial, child] for (agent, prompt), (serial, child) in record.task_keys.items()],
+        "task_keys": [[agent, prompt, *entry] for (agent, prompt), entry in record.task_keys.items()],
         "result": to_wire(record.result) if record.result is not None else None,
         "settled": record.settled,
         "closing": record.closing,
@@ -654,7 +649,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
             trace=suspension.get("trace"),
         ),
         turn_serial=body["turn_serial"],
-        task_keys={(agent, prompt): (serial, child) for agent, prompt, serial, child in body["task_keys"]},
+        task_keys={(agent, prompt): (serial, child, call_id) for agent, prompt, serial, child, call_id in body["task_keys"]},
         result=from_wire(AgentResult, body["result"]) if body["result"] is not None else None,
         settled=body["settled"],
         closing=body["closing"],

@@ -214,9 +214,11 @@ class TurnRunner:
         return spent
 
     def chain_limit(self, handle: Handle) -> str | None:
-        """The live walk before every wake and spawn: any spent pool on the chain."""
+        """The live walk before every wake and spawn: any spent pool on the chain (with a
+        state, as every process has charged it)."""
         for each in self._lineage(handle):
             with each.lock:
+                each.sync()
                 spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls)
             if spent is not None:
                 return spent
