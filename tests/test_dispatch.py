@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from _helpers import Asker, asker_step, task, text
+from _helpers import Asker, asker_step, call, task, text
 from conftest import run_in_thread
-from toolnexus import AgentDef, Budget, DispatchError, Runtime, make_answer
+from toolnexus import AgentDef, Budget, DispatchError, Runtime, Tool, make_answer
 from toolnexus.dispatch import Dispatcher
 from toolnexus.testing import ScriptedModel, tool_messages
 
@@ -162,3 +162,23 @@ def test_resume_queues_every_turn_of_the_path_and_a_worker_finishes_them(state, 
         arrow = "\u2192"
         expected = ["idle", "running", "suspended", "idle", "running", "idle", "closed"]
         assert rt.transitions(f"{lead_handle.id}/asker.1") == [f"{a}{arrow}{b}" for a, b in zip(expected, expected[1:])]
+
+
+def test_a_dispatched_turn_runs_its_plain_tool_calls_concurrently(state, outbox):
+    meet = threading.Barrier(2, timeout=5)  # each call returns only once both are running
+
+    def rendezvous(args: dict[str, Any], ctx: Any) -> str:
+        meet.wait()
+        return "met"
+
+    team = {"pair": AgentDef("pair", "calls two tools", model="m-pair", tools=[Tool("meet", "meets", None, rendezvous)])}
+
+    def pair(request: dict[str, Any]) -> dict[str, Any]:
+        found = tool_messages(request)
+        return text(",".join(found)) if found else {"tool_calls": [call("a", "meet"), call("b", "meet")]}
+
+    with Runtime(team, generate=ScriptedModel({"m-pair": pair}), state=state, dispatcher=outbox, lease_ms=60000) as rt:
+        handle = rt.spawn(rt.root, "pair")
+        rt.wake(handle, "go")
+        assert run_in_thread(lambda: outbox.deliver(rt)) == [True]
+        assert rt.wait(handle, timeout=5).text == "met,met"

@@ -144,12 +144,13 @@ class Runtime:
             timeout_ms=timeout_ms,
             on_error=None,
             request_params=request_params,
-            # With a dispatcher a turn's tool calls run in its own (worker) thread, in order:
-            # the workers' threads are the unit of parallelism, and the children that its
-            # task calls woke run on other workers meanwhile.
-            executor=lambda: self._executor if self._dispatching is None else None,
+            executor=lambda: self._executor,
             pool_size=workers,
         )
+        if dispatcher is not None:
+            # A delegation runs on the turn's own (worker) thread, so the children it woke run
+            # on other workers while it waits; the turn's other tool calls run on the pool.
+            engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
         self._turns = TurnRunner(
             engine=engine,
             store=self._store,
