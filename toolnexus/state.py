@@ -649,7 +649,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
             trace=suspension.get("trace"),
         ),
         turn_serial=body["turn_serial"],
-        task_keys={(agent, prompt): (serial, child, call_id) for agent, prompt, serial, child, call_id in body["task_keys"]},
+        task_keys={(agent, prompt): (serial, child, call[0] if call else "") for agent, prompt, serial, child, *call in body["task_keys"]},
         result=from_wire(AgentResult, body["result"]) if body["result"] is not None else None,
         settled=body["settled"],
         closing=body["closing"],
