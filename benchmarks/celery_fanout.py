@@ -201,6 +201,9 @@ def main() -> None:
                     walls = [one_run(base) for _ in range(options.rounds)]
                 medians[count] = statistics.median(walls)
                 print(f"{count:>8} {medians[count]:>8.2f} {turns / medians[count]:>8.1f}", flush=True)
+    serial = 2 * MODEL_S  # the boss's own two model calls
+    ideal = (serial + options.children * MODEL_S / THREADS) / (serial + options.children * MODEL_S / (4 * THREADS))
+    print(f"ideal with no overhead: {ideal:.2f}x (the boss's {serial:.1f} s of model calls cannot overlap anything)")
     print(f"speedup 4 vs 1 workers: {medians[1] / medians[4]:.2f}x")
 
 
