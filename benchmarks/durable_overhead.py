@@ -60,10 +60,7 @@ def rates(state: Any, rounds: int, round_s: float) -> list[float]:
                 done += 1
             found.append(done / (time.perf_counter() - started))
         finally:
-            if state is None:
-                rt.close(rt.root)
-            else:
-                rt.release()
+            rt.release()  # without a state: closes
     return found
 
 
@@ -92,10 +89,7 @@ def one_shots(total: int, state: str | None = None) -> dict[str, float]:
         marks["seconds"] = round(time.perf_counter() - started, 1)
         marks["handles_listed"] = len(rt.handles())  # with a state, read from it
     finally:
-        if state is None:
-            rt.close(rt.root)
-        else:
-            rt.release()
+        rt.release()  # without a state: closes
     return marks
 
 

@@ -1,15 +1,25 @@
-"""Per-run overhead of ``toolnexus.Client.run`` against hand-written HTTP floors.
+"""Per-run overhead of toolnexus against hand-written HTTP floors, in two scenarios.
 
-Scenario (one iteration): the model asks for two ``lookup`` tool calls, the tools run,
-the model answers with final text -- two chat-completion round trips against a local
-scripted server (``_llm_server.py``). Variants, interleaved round-robin in one process
-so they share machine noise:
+* tools (one iteration): the model asks for two ``lookup`` tool calls, the tools run,
+  the model answers with final text -- two chat-completion round trips.
+* delegate (one iteration): a ``boss`` agent's model asks for two ``task`` calls to a
+  ``researcher`` agent, each researcher makes one ``lookup`` call and answers, the boss
+  answers -- six round trips, run through the level-1 ``agent(...).run(...)`` the way a
+  web view calls it on every request (a fresh runtime per run).
 
-* ours    -- ``Client(...).run("go", Toolkit([lookup]))``
-* floor A -- the same two round trips with a plain ``requests.Session``
-* floor B -- the same two round trips with a kept-alive ``http.client.HTTPConnection``
+Both run against a local scripted server (``toolnexus.testing.ScriptedLLMServer``).
+Variants, interleaved round-robin in one process so they share machine noise:
 
-Usage: ``python benchmarks/overhead.py [--n N] [--warmup W] [--json]`` (after ``pip install -e .``).
+* ours    -- ``Client(...).run("go", Toolkit([lookup]))`` / ``boss.run("go", ...)``
+* floor A -- the same round trips with a plain ``requests.Session().post``
+* floor B -- the same round trips with a kept-alive ``http.client.HTTPConnection``
+
+The server runs in a child process by default (``--server inprocess`` keeps it in this
+process, as a test would; its threads then compete with the client for the interpreter
+lock, which penalises any client that runs requests concurrently).
+
+Usage: ``python benchmarks/overhead.py [--n N] [--warmup W] [--scenario tools|delegate|all]
+[--server child|inprocess] [--json]`` (after ``pip install -e .``).
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ if str(HERE) not in sys.path:  # also works as ``python -m benchmarks.overhead``
 if importlib.util.find_spec("toolnexus") is None:  # not installed: benchmark the checkout itself
     sys.path.insert(1, str(HERE.parent))
 
-from toolnexus.testing import ScriptedLLMServer  # noqa: E402
+from toolnexus.testing import ScriptedLLMServer, completion  # noqa: E402
 
 MODEL = "bench"
 API_KEY = "sk-bench"
@@ -47,6 +57,8 @@ LOOKUP_SPEC = {
         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
     },
 }
+
+DELEGATE_TEXT = "report: found(data(a)) | found(data(b))"
 
 Iteration = Callable[[], None]
 
@@ -157,7 +169,163 @@ def make_floor_http_client(base_url: str) -> Variant:
     return Variant("floor_b", "floor B: http.client", once, close=conn.close)
 
 
-def smoke_test(variant: Variant, server: ScriptedLLMServer) -> None:
+# --- the delegate scenario -------------------------------------------------------------------
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def _texts(messages: list[dict[str, Any]], role: str) -> list[str]:
+    return [str(m.get("content") or "") for m in messages if m.get("role") == role]
+
+
+def delegate_responder(body: dict[str, Any]) -> dict[str, Any]:
+    """The boss (its request offers ``task``) delegates ``a`` and ``b``, then reports; a
+    researcher (offered ``lookup``) looks its prompt up, then answers with the result."""
+    messages = body.get("messages") or []
+    tools = {t["function"]["name"] for t in body.get("tools") or ()}
+    results = _texts(messages, "tool")
+    if "task" in tools:
+        if not results:
+            calls = [_call("t1", "task", {"agent": "researcher", "prompt": "a"}),
+                     _call("t2", "task", {"agent": "researcher", "prompt": "b"})]
+            return completion(body, {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls")
+        return completion(body, {"role": "assistant", "content": "report: " + " | ".join(results)}, "stop")
+    if not results:
+        prompt = _texts(messages, "user")[-1].split()[0]
+        return completion(body, {"role": "assistant", "content": None, "tool_calls": [_call("l1", "lookup", {"q": prompt})]}, "tool_calls")
+    return completion(body, {"role": "assistant", "content": f"found({results[-1]})"}, "stop")
+
+
+TASK_SPEC = {
+    "type": "function",
+    "function": {
+        "name": "task",
+        "description": "Delegate a subtask.",
+        "parameters": {"type": "object", "properties": {"agent": {"type": "string"}, "prompt": {"type": "string"}},
+                       "required": ["agent", "prompt"]},
+    },
+}
+
+
+def delegate_by_hand(post: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """The floors' six round trips: boss, researcher a (two), researcher b (two), boss."""
+    boss: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    first = post({"model": MODEL, "messages": boss, "tools": [TASK_SPEC]})["choices"][0]["message"]
+    boss.append(first)
+    for call in first["tool_calls"]:
+        prompt = json.loads(call["function"]["arguments"])["prompt"]
+        worker: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        run_tool_calls(worker, post(request_body(worker)))
+        answer = post(request_body(worker))["choices"][0]["message"]["content"]
+        boss.append({"role": "tool", "tool_call_id": call["id"], "content": answer})
+    text = post({"model": MODEL, "messages": boss, "tools": [TASK_SPEC]})["choices"][0]["message"]["content"]
+    if text != DELEGATE_TEXT:
+        raise RuntimeError(f"unexpected final text {text!r}")
+
+
+def make_ours_delegate(base_url: str) -> Variant:
+    """``agent("boss", team=[researcher]).run(...)``: a fresh runtime on every run."""
+    key, label = "ours", "toolnexus agent().run"
+    try:
+        from toolnexus import agent, tool
+
+        researcher = agent("researcher", does="Looks one thing up", tools=[tool(lookup)])
+        boss = agent("boss", does="Delegates research", team=[researcher])
+    except Exception as exc:
+        return Variant(key, label, None, error=f"could not define the agents: {type(exc).__name__}: {exc}")
+
+    def once() -> None:
+        result = boss.run("go", base_url=base_url, model=MODEL, api_key=API_KEY)
+        if result.status != "done" or result.text != DELEGATE_TEXT:
+            raise RuntimeError(f"run status {result.status!r} (text {result.text!r})")
+
+    return Variant(key, label, once)
+
+
+def make_floor_requests_delegate(base_url: str) -> Variant:
+    import requests
+
+    session = requests.Session()
+    url = base_url + "/chat/completions"
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+
+    def post(body: dict[str, Any]) -> dict[str, Any]:
+        response = session.post(url, json=body, headers=headers)
+        response.raise_for_status()
+        return response.json()
+
+    return Variant("floor_a", "floor A: requests.Session", lambda: delegate_by_hand(post), close=session.close)
+
+
+def make_floor_http_client_delegate(base_url: str) -> Variant:
+    parts = urlsplit(base_url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port)
+    path = parts.path.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
+
+    def post(body: dict[str, Any]) -> dict[str, Any]:
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
+        return json.loads(data)
+
+    return Variant("floor_b", "floor B: http.client", lambda: delegate_by_hand(post), close=conn.close)
+
+
+SCENARIOS: dict[str, tuple[str, Any, list[Callable[[str], Variant]]]] = {
+    "tools": ("2 round trips + 2 tool calls, Client.run", None,
+              [make_ours, make_floor_requests, make_floor_http_client]),
+    "delegate": ("6 round trips: boss -> 2 x task -> researcher + lookup, agent().run", delegate_responder,
+                 [make_ours_delegate, make_floor_requests_delegate, make_floor_http_client_delegate]),
+}
+
+
+class ChildServer:
+    """The scripted server in a child process, so that the measured client does not share
+    its interpreter lock with the server's threads (a real model server never does).
+    ``requests_seen`` asks the child for its count over a pipe."""
+
+    def __init__(self, scenario: str) -> None:
+        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", scenario],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self.base_url = self._proc.stdout.readline().strip()
+
+    @property
+    def requests_seen(self) -> int:
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self._proc.stdin.write("count\n")
+        self._proc.stdin.flush()
+        return int(self._proc.stdout.readline())
+
+    def __enter__(self) -> ChildServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def serve(scenario: str) -> int:
+    """The child side of ``ChildServer``: print the base URL, answer counts, stop at EOF."""
+    with ScriptedLLMServer(SCENARIOS[scenario][1]) as server:
+        print(server.base_url, flush=True)
+        for line in sys.stdin:
+            if line.strip() == "count":
+                print(server.requests_seen, flush=True)
+    return 0
+
+
+def smoke_test(variant: Variant, server: Any) -> None:
     """Run one untimed iteration; record failures and the server requests it took."""
     if not variant.ok:
         return
@@ -240,11 +408,11 @@ def peak_rss_mb() -> float:
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
-def benchmark(n: int, warmup: int) -> dict[str, Any]:
-    """Start the server, run warm-up and measured rounds, and collect every figure."""
-    with ScriptedLLMServer() as server:
-        variants = [make_ours(server.base_url), make_floor_requests(server.base_url),
-                    make_floor_http_client(server.base_url)]
+def run_scenario(name: str, n: int, warmup: int, where: str) -> dict[str, Any]:
+    """Start the server, run warm-up and measured rounds, and collect one scenario's figures."""
+    title, responder, makers = SCENARIOS[name]
+    with (ChildServer(name) if where == "child" else ScriptedLLMServer(responder)) as server:
+        variants = [make(server.base_url) for make in makers]
         try:
             for variant in variants:
                 smoke_test(variant, server)
@@ -259,35 +427,45 @@ def benchmark(n: int, warmup: int) -> dict[str, Any]:
                         pass
     results = {v.key: summarize(v) for v in variants}
     return {
-        "n": n,
-        "warmup": warmup,
-        "python": sys.version.split()[0],
+        "title": title,
         "variants": results,
         "ratio_ours_over_a": ratio(results, "ours", "floor_a"),
         "ratio_ours_over_b": ratio(results, "ours", "floor_b"),
+    }
+
+
+def benchmark(n: int, warmup: int, scenarios: list[str], where: str) -> dict[str, Any]:
+    return {
+        "n": n,
+        "warmup": warmup,
+        "server": where,
+        "python": sys.version.split()[0],
+        "scenarios": {name: run_scenario(name, n, warmup, where) for name in scenarios},
         "import_toolnexus_ms": import_time_ms(),
         "peak_rss_mb": peak_rss_mb(),
     }
 
 
 def render(report: dict[str, Any]) -> str:
-    """The figures as a small plain-text table."""
-    lines = [f"toolnexus overhead: 2 round trips + 2 tool calls per iteration, "
-             f"n={report['n']} (warm-up {report['warmup']}), Python {report['python']}", ""]
-    lines.append(f"{'variant':<28}{'median us':>12}{'p90 us':>12}{'req/iter':>10}")
-    for row in report["variants"].values():
-        if "error" in row:
-            lines.append(f"{row['label']:<28}  unavailable -- {row['error']}")
-        else:
-            lines.append(f"{row['label']:<28}{row['median_us']:>12.1f}{row['p90_us']:>12.1f}"
-                         f"{row['requests_per_iter'] or 0:>10.0f}")
+    """The figures as a small plain-text table per scenario."""
+    lines = [f"toolnexus overhead, n={report['n']} (warm-up {report['warmup']}), Python {report['python']}, "
+             f"server in {'a child process' if report['server'] == 'child' else 'this process'}"]
     fmt = lambda value: "n/a" if value is None else f"{value:.2f}x"  # noqa: E731
-    lines += ["", f"ours / floor A (median): {fmt(report['ratio_ours_over_a'])}",
-              f"ours / floor B (median): {fmt(report['ratio_ours_over_b'])}"]
+    for name, scenario in report["scenarios"].items():
+        lines += ["", f"[{name}] {scenario['title']}",
+                  f"{'variant':<28}{'median us':>12}{'p90 us':>12}{'req/iter':>10}"]
+        for row in scenario["variants"].values():
+            if "error" in row:
+                lines.append(f"{row['label']:<28}  unavailable -- {row['error']}")
+            else:
+                lines.append(f"{row['label']:<28}{row['median_us']:>12.1f}{row['p90_us']:>12.1f}"
+                             f"{row['requests_per_iter'] or 0:>10.0f}")
+        lines += [f"{name}: ours / floor A (median): {fmt(scenario['ratio_ours_over_a'])}",
+                  f"{name}: ours / floor B (median): {fmt(scenario['ratio_ours_over_b'])}"]
     imp = report["import_toolnexus_ms"]
-    lines.append(f"import toolnexus:        {imp if isinstance(imp, str) else f'{imp:.1f} ms'} "
-                 "(fresh subprocess, median of 5, minus bare interpreter start)")
-    lines.append(f"peak RSS (this process): {report['peak_rss_mb']:.1f} MB")
+    lines += ["", f"import toolnexus:        {imp if isinstance(imp, str) else f'{imp:.1f} ms'} "
+              "(fresh subprocess, median of 5, minus bare interpreter start)",
+              f"peak RSS (this process): {report['peak_rss_mb']:.1f} MB"]
     return "\n".join(lines)
 
 
@@ -295,11 +473,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--n", type=int, default=300, help="measured iterations per variant (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="warm-up iterations per variant (default 30)")
+    parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all", help="which scenario (default all)")
+    parser.add_argument("--server", choices=["child", "inprocess"], default="child",
+                        help="run the scripted server in a child process (default) or in this process, "
+                             "where its threads compete with the client for the interpreter lock")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    report = benchmark(max(1, args.n), max(0, args.warmup))
+    if args.serve:
+        return serve(args.serve)
+    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    report = benchmark(max(1, args.n), max(0, args.warmup), names, args.server)
     print(json.dumps(report) if args.json else render(report))
-    return 0 if all("error" not in row for row in report["variants"].values()) else 1
+    rows = [row for scenario in report["scenarios"].values() for row in scenario["variants"].values()]
+    return 0 if all("error" not in row for row in rows) else 1
 
 
 if __name__ == "__main__":

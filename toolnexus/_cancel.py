@@ -6,9 +6,10 @@ handles) does not import the HTTP stack.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 _local = threading.local()
 
@@ -25,14 +26,16 @@ def set_current_scope(scope: CancelScope | None) -> None:
 class CancelScope:
     """A cancellable run: an event plus the sockets of its in-flight model calls.
 
-    ``cancel()`` sets the event and shuts those sockets down, so a thread blocked reading
-    a stalled reply wakes at once instead of finishing in the background.
+    ``cancel()`` sets the event, shuts those sockets down and wakes whatever registered a
+    waker (a turn waiting for a gate slot), so a thread blocked on a stalled reply or a
+    queue wakes at once instead of finishing in the background.
     """
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self._lock = threading.Lock()  # guards: _connections; never held across I/O waits
+        self._lock = threading.Lock()  # guards: _connections, _wakers; never held across I/O waits
         self._connections: list[Any] = []
+        self._wakers: list[Callable[[], None]] = []
 
     @property
     def cancelled(self) -> bool:
@@ -42,8 +45,11 @@ class CancelScope:
         with self._lock:
             self.event.set()
             connections = list(self._connections)
+            wakers = list(self._wakers)
         for conn in connections:
             _shutdown(conn)
+        for wake in wakers:
+            wake()
 
     def attach(self, conn: Any) -> None:
         with self._lock:
@@ -55,6 +61,51 @@ class CancelScope:
     def detach_all(self) -> None:
         with self._lock:
             self._connections.clear()
+
+    @contextlib.contextmanager
+    def waking(self, wake: Callable[[], None]) -> Iterator[None]:
+        """Call ``wake`` if the scope is cancelled while the block runs."""
+        with self._lock:
+            self._wakers.append(wake)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._wakers.remove(wake)
+
+
+class TurnGate:
+    """``max_concurrent_turns`` slots; a slot is held for a whole exchange, body included.
+
+    Unlike a semaphore, a turn waiting here is released at once by its scope's
+    ``cancel()``; it then raises ``Cancelled`` without having taken a slot.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._changed = threading.Condition(threading.Lock())  # guards: _free
+
+    @contextlib.contextmanager
+    def held(self, scope: CancelScope | None) -> Iterator[None]:
+        from .errors import Cancelled
+
+        with self._changed:
+            if self._free <= 0:
+                with scope.waking(self._wake_all) if scope is not None else contextlib.nullcontext():
+                    self._changed.wait_for(lambda: self._free > 0 or (scope is not None and scope.cancelled))
+            if scope is not None and scope.cancelled:
+                raise Cancelled("interrupted while waiting for a turn slot")
+            self._free -= 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._free += 1
+                self._changed.notify_all()
+
+    def _wake_all(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
 
 def _shutdown(conn: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import attrs
@@ -112,6 +114,9 @@ class Agent:
 
     def __init__(self, definition: AgentDef) -> None:
         self.definition = definition
+        self._kept = _KeptConnections()
+        # Dropping the agent lets its kept connections go (no reference back to it).
+        self._finalizer = weakref.finalize(self, self._kept.release_all)
 
     @property
     def name(self) -> str:
@@ -144,14 +149,44 @@ class Agent:
         ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
         (seconds) is ``Runtime.run_agent``'s."""
         rt = self.runtime(**runtime_options)
+        self._kept.keep(rt.keep_connections())
         result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
             rt.close(rt.root)
         return attrs.evolve(result, runtime=rt)
 
+    def close(self) -> None:
+        """Close the connections this agent keeps between its runs (each ``run`` makes a
+        fresh runtime; the model endpoint's kept-alive connections are reused across them)."""
+        self._kept.release_all()
+
     def as_tool(self, **runtime_options: Any) -> Tool:
         """This agent as a plain ``{prompt}`` tool, on a runtime of its own."""
         return self.runtime(**runtime_options).agent_tool(self.name)
+
+
+class _KeptConnections:
+    """One hold per model endpoint on its pooled connections, across an agent's runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards: _holds
+        self._holds: dict[Any, Callable[[], None]] = {}
+
+    def keep(self, hold: tuple[Any, Callable[[], None]] | None) -> None:
+        if hold is None:
+            return
+        endpoint, release = hold
+        with self._lock:
+            if endpoint not in self._holds:
+                self._holds[endpoint] = release
+                return
+        release()  # already kept
+
+    def release_all(self) -> None:
+        with self._lock:
+            holds, self._holds = list(self._holds.values()), {}
+        for release in holds:
+            release()
 
 
 def agent(

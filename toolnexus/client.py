@@ -7,7 +7,6 @@ lock-guarded.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -17,78 +16,19 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from . import loop, tracing
 from .data import Answer, Request, RunResult
-from .errors import ConfigError, ToolnexusError, WireError
+from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
+from .errors import ToolnexusError
 from .hooks import HooksLike
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore, InMemoryStore, guard_for
-from .styles import get_style
 from .toolkit import Toolkit
-from .wire import check_json
 
 if TYPE_CHECKING:
     import requests
 
-_REFUSED_PARAMS = ("messages", "tools", "stream")
 _TOOL_WORKERS = 8
 _POOL_SIZE = 32  # kept-alive connections: one client is often shared by many threads
-
-
-def default_api_key(style: str, base_url: str | None) -> str | None:
-    """The key from the environment for this style (OpenRouter when the URL says so)."""
-    if style == "anthropic":
-        return os.environ.get("ANTHROPIC_API_KEY")
-    if base_url and "openrouter" in base_url:
-        return os.environ.get("OPENROUTER_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    return os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
-
-
-def build_engine(
-    *,
-    base_url: str | None,
-    style: str,
-    api_key: str | None,
-    headers: dict[str, str] | None,
-    session: requests.Session | None,
-    generate: Callable[[dict[str, Any]], Any] | None,
-    retries: int,
-    retry_base_ms: int,
-    timeout_ms: int | None,
-    on_error: Callable[[dict[str, Any]], str] | None,
-    request_params: dict[str, Any] | None,
-    executor: Callable[[], Executor | None],
-    pool_size: int = 10,
-) -> Engine:
-    """Check the connection options once and build what reaches the model."""
-    if generate is None and not base_url:
-        raise ConfigError("give either base_url (an HTTP endpoint) or generate (an in-process model)")
-    refused = [key for key in _REFUSED_PARAMS if key in (request_params or {})]
-    if refused:
-        raise ConfigError(f"request_params may not set {', '.join(refused)}")
-    try:
-        check_json(request_params, "request_params")
-    except WireError as exc:
-        raise ConfigError(str(exc)) from None
-    wire = get_style("openai" if generate is not None else style)
-    if api_key is None:
-        api_key = default_api_key(style, base_url)
-    transport = None
-    if generate is None:
-        from .transport import Transport  # the HTTP stack loads only when it is used
-
-        assert base_url is not None
-        transport = Transport(
-            url=wire.endpoint(base_url),
-            headers={**wire.headers(api_key), **(headers or {})},
-            secret=api_key,
-            session=session,
-            retries=retries,
-            retry_base_ms=retry_base_ms,
-            timeout_ms=timeout_ms,
-            on_error=on_error,
-            pool_size=pool_size,
-        )
-    return Engine(style=wire, transport=transport, generate=generate, request_params=dict(request_params or {}) or None, executor=executor)
 
 
 class Client:
@@ -104,6 +44,10 @@ class Client:
     one turn one after another), so a tool shares that thread's database connection and
     transaction. ``around_tool`` is a context-manager factory entered around every tool
     call, on the thread that runs it.
+
+    ``timeout_ms`` bounds one whole model exchange (connect, send, the entire body); a
+    ``Retry-After`` longer than ``max_retry_after_s`` fails at once instead of sleeping,
+    and ``close()`` cuts any exchange or retry wait in flight short.
     """
 
     def __init__(
@@ -121,6 +65,7 @@ class Client:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
         hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         on_error: Callable[[dict[str, Any]], str] | None = None,
@@ -136,7 +81,7 @@ class Client:
         self.style = style
         self.base_url = base_url
         self._tool_threads = _ToolThreads()
-        self._engine = build_engine(
+        options = ConnectionOptions(
             base_url=base_url,
             style=style,
             api_key=api_key,
@@ -146,11 +91,12 @@ class Client:
             retries=retries,
             retry_base_ms=retry_base_ms,
             timeout_ms=timeout_ms,
+            max_retry_after_s=max_retry_after_s,
             on_error=on_error,
             request_params=request_params,
-            executor=_no_threads if inline else self._tool_threads,  # inline: every call on the run's thread
-            pool_size=_POOL_SIZE,
         )
+        # inline: every tool call on the run's thread
+        self._engine = Engine(model=build_engine(options, pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,
@@ -165,11 +111,12 @@ class Client:
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         self._guard = guard_for(self._store)
         # No reference back to the client, so dropping the last one frees it at once.
-        self._finalizer = weakref.finalize(self, _release_unclosed, repr(self), self._tool_threads, self._engine.transport)
+        reached = self._engine.model if isinstance(self._engine.model, HttpEngine) else None
+        self._finalizer = weakref.finalize(self, _release_unclosed, repr(self), self._tool_threads, reached)
         self._finalizer.atexit = False
 
     def __repr__(self) -> str:
-        where = "generate=<in-process>" if self._engine.generate is not None else f"base_url={self.base_url!r}"
+        where = "generate=<in-process>" if isinstance(self._engine.model, InProcessEngine) else f"base_url={self.base_url!r}"
         return f"Client(model={self.model!r}, style={self.style!r}, {where})"
 
     def __enter__(self) -> Client:
@@ -250,13 +197,13 @@ class Client:
         return self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
 
     def close(self) -> None:
-        """Close the owned HTTP session and end the tool threads; idempotent.
+        """Cancel model calls and retry waits in flight, end the tool threads; idempotent.
 
         A client that is dropped without ``close`` releases both when it is freed, with a
         ``ResourceWarning`` (as an unclosed file does).
         """
         self._finalizer.detach()
-        _release(self._tool_threads, self._engine.transport)
+        _release(self._tool_threads, self._engine.model)
 
     def _measured(self, body: Callable[[], RunResult]) -> RunResult:
         started = time.perf_counter()
@@ -306,14 +253,14 @@ class _ToolThreads:
             executor.shutdown(wait=wait)
 
 
-def _release(tool_threads: _ToolThreads, transport: Any, *, wait: bool = True) -> None:
+def _release(tool_threads: _ToolThreads, model: ModelEngine | None, *, wait: bool = True) -> None:
+    if model is not None:
+        model.close()  # first: a tool thread may be waiting on a model call
     tool_threads.close(wait=wait)
-    if transport is not None:
-        transport.close()
 
 
-def _release_unclosed(described: str, tool_threads: _ToolThreads, transport: Any) -> None:
+def _release_unclosed(described: str, tool_threads: _ToolThreads, model: ModelEngine | None) -> None:
     """The finaliser of a client dropped without ``close``: warn if it held anything."""
-    if transport is not None or tool_threads.started:
+    if model is not None or tool_threads.started:
         warnings.warn(f"unclosed {described}: call close() or use it in a with block", ResourceWarning, stacklevel=2)
-    _release(tool_threads, transport, wait=False)  # the last reference may go on a tool thread
+    _release(tool_threads, model, wait=False)  # the last reference may go on a tool thread

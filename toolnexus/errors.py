@@ -15,13 +15,26 @@ class LLMError(ToolnexusError):
     """The model endpoint failed after the allowed retries.
 
     ``status`` is the HTTP status (``None`` for a connection failure or an unreadable
-    reply); ``body_excerpt`` is a short, key-free excerpt of what came back.
+    reply); ``body_excerpt`` is an excerpt of what came back, long enough to keep the
+    provider's reason; ``url`` is the endpoint without credentials or query, and ``cause``
+    the short reason (``connection refused``, ``timed out``, ``HTTP 500``...) that the
+    message also names. Credentials show as ``***`` in all of them.
     """
 
-    def __init__(self, message: str, *, status: int | None = None, body_excerpt: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body_excerpt: str = "",
+        url: str | None = None,
+        cause: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body_excerpt = body_excerpt
+        self.url = url
+        self.cause = cause if cause is not None else message
 
 
 class LLMTimeout(LLMError, TimeoutError):

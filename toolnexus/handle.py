@@ -397,7 +397,7 @@ class Handle:
             self.publish(result)
 
     def abort(self, turns: int = 0) -> Turn | None:
-        """Interrupt the running turn (``turns``: the model calls it made): ``running→idle``,
+        """Interrupt the running turn (which made ``turns`` model calls): ``running→idle``,
         its inbox items back in front."""
         with self._changing():
             turn = self.turn

@@ -1,7 +1,7 @@
 """The run loop shared by ``Client`` and the agent runtime.
 
-``Engine`` knows how to reach the model (a wire style over a transport, or an in-process
-``generate``); ``RunSpec`` says how one run behaves (model, system prompt, hooks, limits,
+``Engine`` pairs what reaches the model (a ``ModelEngine``: an HTTP endpoint or an
+in-process ``generate``) with the pool that runs tool calls; ``RunSpec`` says how one run behaves (model, system prompt, hooks, limits,
 cancellation). ``start`` and ``resume`` drive a run to one of its three outcomes: ``done``,
 ``pending`` or ``incomplete``.
 """
@@ -14,22 +14,18 @@ import json
 import logging
 import time
 from concurrent.futures import Executor
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol
+from typing import Any, Callable, ContextManager, Protocol
 
 import attrs
 
 from . import _jobs, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
-from .errors import Cancelled, LLMError, UnknownRequest, WireError
-from .styles import openai as openai_style
+from .engine import ModelCall, ModelEngine, WireStyle
+from .errors import Cancelled, LLMError, UnknownRequest
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
-from ._cancel import CancelScope
-
-if TYPE_CHECKING:
-    from .transport import Transport
+from ._cancel import CancelScope, TurnGate
 
 log = logging.getLogger("toolnexus")
 
@@ -63,18 +59,19 @@ class Hooks:
 
 @attrs.frozen(kw_only=True)
 class Engine:
-    """How to reach the model: a wire style and a transport, or an in-process ``generate``."""
+    """What a run needs from its owner: the model's engine and the pool for tool calls."""
 
-    style: ModuleType
-    transport: Transport | None = None
-    generate: Callable[[dict[str, Any]], Any] | None = None
-    request_params: dict[str, Any] | None = None
+    model: ModelEngine
     executor: Callable[[], Executor | None] = lambda: None
     #: Tool sources whose calls run on the turn's own thread, in call order, while the
     #: other calls run on the executor (a runtime with a dispatcher: delegations).
     here_sources: frozenset[str] = frozenset()
     #: Warnings this client (or runtime) logs only once.
     once: Once = attrs.field(factory=Once, eq=False, repr=False)
+
+    @property
+    def style(self) -> WireStyle:
+        return self.model.style
 
 
 class Journal(Protocol):
@@ -117,7 +114,7 @@ class RunSpec:
     emit: Emit = lambda event: None
     guard: Callable[[int], str | None] | None = None
     scope: CancelScope | None = None
-    gate: ContextManager[Any] | None = None
+    gate: TurnGate | None = None
     handle_id: str | None = None
     on_usage: Callable[[Usage], None] | None = None
     on_tool_calls: Callable[[int], None] | None = None
@@ -159,7 +156,7 @@ MAX_OUTPUT_TOKENS = "maxOutputTokens"
 NOT_RUN = ToolResult(output="not run: the run stopped before this call was made", is_error=True)
 
 
-def initial_messages(style: ModuleType, system: str | None, history: list[dict[str, Any]] | None, prompt: str) -> list[dict[str, Any]]:
+def initial_messages(style: WireStyle, system: str | None, history: list[dict[str, Any]] | None, prompt: str) -> list[dict[str, Any]]:
     """System message (if the style carries one and history lacks it), history, the prompt.
 
     Every tool call in the history gets exactly one result (``NOT_RUN`` for those that
@@ -210,7 +207,7 @@ def resume(
     return _drive(engine, spec, toolkit, state)
 
 
-def _last_tool_turn(style: ModuleType, messages: list[dict[str, Any]]) -> tuple[int | None, list[ToolCall]]:
+def _last_tool_turn(style: WireStyle, messages: list[dict[str, Any]]) -> tuple[int | None, list[ToolCall]]:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "assistant":
             calls = style.tool_calls_of(messages[index])
@@ -277,7 +274,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     if recorded is not None:  # asked and charged before a crash: never asked again
         state.turns = turn
         state.usage = state.usage + recorded.usage
-        state.messages.append(recorded.message)
+        if not recorded.empty:
+            state.messages.append(recorded.message)
         state.text = recorded.text
         return recorded
     if spec.hooks.before_llm is not None:
@@ -289,56 +287,27 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     started = time.perf_counter()
     try:
         with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
-            reply = _fetch(engine, spec, state.messages, tools)
+            reply = engine.model.complete(
+                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate)
+            )
             traced.reply(reply)
     except (LLMError, Cancelled):
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
+    _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
     spec.emit(_llm_event(spec, "ok", started, reply.usage))
+    if spec.journal is not None:
+        spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
+    elif spec.on_usage is not None:
+        spec.on_usage(reply.usage)  # may raise Cancelled: the turn is no longer the handle's
     state.turns = turn
     state.usage = state.usage + reply.usage
     if not reply.empty:  # an empty assistant message would make the transcript invalid
         state.messages.append(reply.message)
     state.text = reply.text
-    if spec.journal is not None:
-        spec.journal.record_model(turn, reply)
-    elif spec.on_usage is not None:
-        spec.on_usage(reply.usage)
     if spec.hooks.after_llm is not None:
         spec.hooks.after_llm(response=reply.message, model=spec.model, turn=turn)
     return reply
-
-
-def _fetch(engine: Engine, spec: RunSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-    if engine.generate is not None:
-        return _generate(engine.generate, spec, messages, tools)
-    assert engine.transport is not None
-    body = engine.style.build_body(spec.model, messages, tools, spec.system, engine.request_params)
-    data = engine.transport.post_json(body, scope=spec.scope, gate=spec.gate)
-    try:
-        reply: ModelReply = engine.style.parse_reply(data)
-    except WireError as exc:
-        excerpt = json.dumps(data)[:300]
-        raise LLMError(f"unreadable model reply: {exc}", status=200, body_excerpt=excerpt) from exc
-    return reply
-
-
-def _generate(generate: Callable[[dict[str, Any]], Any], spec: RunSpec, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ModelReply:
-    # A snapshot of the transcript: the model may keep the request after the run goes on.
-    request = openai_style.generate_request(spec.model, list(messages), tools)
-    try:
-        if spec.gate is not None:
-            with spec.gate:
-                raw = generate(request)
-        else:
-            raw = generate(request)
-    except Exception as exc:  # final: the in-process model is never retried
-        raise LLMError(f"generate() failed: {type(exc).__name__}: {exc}", status=None, body_excerpt=str(exc)[:300]) from exc
-    _check_cancel(spec)
-    try:
-        return openai_style.parse_generated(raw)
-    except WireError as exc:
-        raise LLMError(f"unreadable generate() reply: {exc}", status=None, body_excerpt=repr(raw)[:300]) from exc
 
 
 def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:

@@ -22,7 +22,9 @@ import attrs
 
 from . import _jobs, budget as budgets, tracing
 from .agent import AgentDef, normalize_registry
-from .client import build_engine
+from .engine import ConnectionOptions, build_engine
+from .loop import Engine
+from ._cancel import TurnGate
 from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
@@ -81,6 +83,7 @@ class Runtime:
         retries: int = 2,
         retry_base_ms: int = 500,
         timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
         request_params: dict[str, Any] | None = None,
         store: ConversationStore | None = None,
         clock: Callable[[], float] | None = None,
@@ -115,24 +118,12 @@ class Runtime:
         self._lease_s = lease_ms / 1000
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
         self._letting_go = threading.Event()
-        self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
-        self._owns_state = state is not None and not isinstance(state, StateStore)
-        self.root = self._open_root()
-        self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
-        self._clock = clock or time.monotonic
-        self._inbox_cap = inbox_cap
-        self._shutdown_s = shutdown_ms / 1000
-        self._store: ConversationStore
-        if self._durable is not None:
-            self._store = StateConversations(self._durable)
-        else:
-            self._store = store if store is not None else InMemoryStore()
-        self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+        # The engine first: bad connection options fail before the state is touched.
         workers = max_workers or _DEFAULT_WORKERS
         self._inline = inline
         # Inline: no pool at all; a turn runs on the thread that waits for it.
         self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
-        engine = build_engine(
+        options = ConnectionOptions(
             base_url=base_url,
             style=style,
             api_key=api_key,
@@ -142,11 +133,27 @@ class Runtime:
             retries=retries,
             retry_base_ms=retry_base_ms,
             timeout_ms=timeout_ms,
-            on_error=None,
+            max_retry_after_s=max_retry_after_s,
             request_params=request_params,
-            executor=lambda: self._executor,
-            pool_size=workers,
         )
+        engine = Engine(model=build_engine(options, pool_size=workers), executor=lambda: self._executor)
+        try:
+            self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
+            self._owns_state = state is not None and not isinstance(state, StateStore)
+            self.root = self._open_root()
+            self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
+            self._clock = clock or time.monotonic
+            self._inbox_cap = inbox_cap
+            self._shutdown_s = shutdown_ms / 1000
+            self._store: ConversationStore
+            if self._durable is not None:
+                self._store = StateConversations(self._durable)
+            else:
+                self._store = store if store is not None else InMemoryStore()
+            self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+        except BaseException:
+            engine.model.close()
+            raise
         if dispatcher is not None:
             # A delegation runs on the turn's own (worker) thread, so the children it woke run
             # on other workers while it waits; the turn's other tool calls run on the pool.
@@ -157,7 +164,7 @@ class Runtime:
             model=model,
             hooks=hooks,
             on_metric=on_metric,
-            gate=threading.BoundedSemaphore(max_concurrent_turns) if max_concurrent_turns else None,
+            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
@@ -378,6 +385,11 @@ class Runtime:
                 seen.setdefault(view.pending.id, view.pending)
         return list(seen.values())
 
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        """A hold on the model endpoint's pooled connections that outlives ``close``:
+        ``(endpoint, release)``, or None when there is nothing to keep."""
+        return self._turns.engine.model.keep_connections()
+
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
         return self._turns.metrics.render()
@@ -456,15 +468,19 @@ class Runtime:
         Raises:
             HandleClosed: the handle is closed or closing.
         """
-        handle = self._tree.get(h)
+        job = self._wake(self._tree.get(h), prompt)
+        if job is not None:
+            self._dispatch(job)
+
+    def _wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+        """``wake`` without handing the turn to a worker: for a caller about to wait on it,
+        which then runs it on its own thread (no hand-off)."""
         parent = self._tree.parent(handle)
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
         trace = tracing.capture()  # the turn nests here, whichever thread runs it
         with parent.lock, handle.lock, self._atomic(parent, handle):
-            job = self._admit(parent, handle, prompt, trace)
-        if job is not None:
-            self._dispatch(job)
+            return self._admit(parent, handle, prompt, trace)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
@@ -520,7 +536,7 @@ class Runtime:
         started = time.perf_counter()
         error: str | None = None
         try:
-            result, run = self._turns.execute(handle, turn)
+            result, run = self._execute(handle, turn)
         except Cancelled:
             with handle.lock:  # interrupted (here, or from another process): it published
                 handle.lose(turn)
@@ -533,6 +549,12 @@ class Runtime:
             raise
         self._settle(handle, turn, result, run)
         self._turns.emit_run(handle, result, run, started, error)
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        try:
+            return self._turns.execute(handle, turn)
+        finally:
+            self._hand_over_task_children(handle, turn.serial)
 
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
@@ -555,6 +577,15 @@ class Runtime:
                 if self._durable is not None:
                     self._durable.forget_turn(handle.id, turn.serial)
         self._release_slot(handle)
+
+    def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
+        """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended
+        before waiting on it (a failure, an interrupt), a worker runs it instead."""
+        for child in self._task_children(handle, serial):
+            with child.lock:
+                job = child.turn.job if _runnable(child) else None  # type: ignore[union-attr]
+            if job is not None:
+                self._dispatch(job)
 
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
@@ -725,7 +756,9 @@ class Runtime:
                     child = self.spawn(parent, agent)
                     with parent.lock, self._atomic(parent):
                         parent.remember_task(key, serial, child.id, call_id)
-                    self.wake(child, prompt)
+                    job = self._wake(child, prompt)  # run by the task call that waits on it,
+                    if job is not None and self._dispatching is not None:
+                        self._dispatch(job)  # or, with a dispatcher, by any worker that claims it first
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
                 return child
@@ -768,10 +801,11 @@ class Runtime:
         thread cannot be preempted.
         """
         handle = self.spawn(self.root, name)
-        self.wake(handle, prompt)
         if timeout is None:
+            self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
             result = self._await(handle)
         else:
+            self.wake(handle, prompt)  # on a worker, so that time can run out on it
             result = self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
             if result.status == "timeout":
                 self.interrupt(handle)  # time is up: the run does not go on in the background
@@ -970,8 +1004,7 @@ class Runtime:
         left = [thread.name for thread in threads if thread.is_alive()]
         if left:
             log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
-        if self._turns.engine.transport is not None:
-            self._turns.engine.transport.close()
+        self._turns.engine.model.close()
 
     # --- helpers --------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import attrs
 
 from .agent import AgentDef, check_name
-from .client import _REFUSED_PARAMS
+from .engine import REFUSED_PARAMS
 from .data import Budget
 from .errors import ConfigError, ToolnexusError, WireError
 from .tools import Tool, tool
@@ -160,7 +160,7 @@ def _check_request_params(params: Any, fail: Callable[[str], TeamFileError]) -> 
     where = "[connection] request_params"
     if not isinstance(params, dict):
         raise fail(f"{where} must be a table, e.g. [connection.request_params] with max_tokens = 512")
-    refused = [key for key in _REFUSED_PARAMS if key in params]
+    refused = [key for key in REFUSED_PARAMS if key in params]
     if refused:
         raise fail(f"{where} may not set {', '.join(refused)}")
     try:

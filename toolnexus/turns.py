@@ -28,6 +28,7 @@ from .metrics import Metrics, emitter
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
+from ._cancel import TurnGate
 from .wire import to_wire
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class TurnRunner:
         model: str,
         hooks: Any,
         on_metric: Callable[[dict[str, Any]], Any] | None,
-        gate: ContextManager[Any] | None,
+        gate: TurnGate | None,
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
@@ -163,7 +164,9 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
-            journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner) if self._durable is not None and self._owner else None,
+            journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner, lambda: self._count_call(turn))
+            if self._durable is not None and self._owner
+            else None,
             call_key=call_key(self._nonce, handle.id, turn.serial),
             around_tool=self._around_tool,
             trace=self.trace,
@@ -184,10 +187,15 @@ class TurnRunner:
         with handle.lock:
             return handle.record.tokens - turn.tokens_before
 
-    def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
+    def _count_call(self, turn: Turn) -> None:
         with self._calls_lock:
             self._calls[turn] = self._calls.get(turn, 0) + 1
+
+    def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
+        self._count_call(turn)
         with handle.lock:
+            if handle.turn is not turn:  # interrupted while the reply arrived: not charged
+                raise Cancelled("the turn was interrupted before its reply was charged")
             handle.charge_model_call()
         for each in self._lineage(handle):
             with each.lock:
@@ -230,8 +238,17 @@ class DurableJournal:
     together with its ledger charge, fenced by the turn's owner (a process whose turn was
     taken over cannot record anything more)."""
 
-    def __init__(self, handle: Handle, turn: Turn, durable: DurableTree, lineage: Callable[[Handle], Iterator[Handle]], owner: str) -> None:
+    def __init__(
+        self,
+        handle: Handle,
+        turn: Turn,
+        durable: DurableTree,
+        lineage: Callable[[Handle], Iterator[Handle]],
+        owner: str,
+        counted: Callable[[], None],
+    ) -> None:
         self._handle = handle
+        self._counted = counted  # one model call of the turn (asked now, or served again)
         self._serial = turn.serial
         self._segment = turn.segment
         self._durable = durable
@@ -242,9 +259,17 @@ class DurableJournal:
         found = self._durable.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
         if found is None or found[0] != "done":
             return None
+        self._counted()
         data = found[1]
         calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
-        return ModelReply(message=data["message"], text=data["text"], tool_calls=calls, usage=Usage(**data["usage"]))
+        return ModelReply(
+            message=data["message"],
+            text=data["text"],
+            tool_calls=calls,
+            usage=Usage(**data["usage"]),
+            finish_reason=data.get("finish_reason"),
+            truncated=data.get("truncated", False),
+        )
 
     def record_model(self, step: int, reply: ModelReply) -> None:
         payload = {
@@ -252,7 +277,10 @@ class DurableJournal:
             "text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
             "usage": attrs.asdict(reply.usage),
+            "finish_reason": reply.finish_reason,
+            "truncated": reply.truncated,
         }
+        self._counted()
         with self._ledger() as chain:
             self._durable.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
             self._handle.charge_model_call()

@@ -10,15 +10,19 @@ normalised as they are parsed, so what a transcript keeps is valid to send back.
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from . import anthropic, openai
 
-_STYLES: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic}
+if TYPE_CHECKING:
+    from ..engine import WireStyle
+
+# Each module is checked against the ``WireStyle`` protocol here.
+_STYLES: dict[str, WireStyle] = {"openai": openai, "anthropic": anthropic}
 
 
-def get_style(name: str) -> ModuleType:
+def get_style(name: str) -> WireStyle:
     """The style module for ``name``; an unknown name raises ``ConfigError``."""
     try:
         return _STYLES[name]

@@ -1,0 +1,269 @@
+"""How to reach the model: one small interface, two implementations.
+
+``ModelEngine`` is what the run loop calls: give it one ``ModelCall`` (the transcript, the
+tool schemas, the run's cancellation scope and turn gate) and get a ``ModelReply`` back or
+an ``LLMError``/``Cancelled``. ``HttpEngine`` speaks a wire style to an HTTP endpoint;
+``InProcessEngine`` calls a ``generate`` function. ``ConnectionOptions`` is the one value
+that carries every connection option from ``Client``/``Runtime`` to ``build_engine``.
+
+A wire style is a module that satisfies ``WireStyle``; registering it in
+``toolnexus.styles`` is all a new style needs, and mypy checks it against this protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+
+import attrs
+
+from ._cancel import CancelScope, TurnGate
+from .data import ModelReply, ToolCall, ToolResult
+from .errors import Cancelled, ConfigError, LLMError, WireError
+
+if TYPE_CHECKING:
+    import requests
+
+    from .toolkit import Toolkit
+    from .transport import Transport
+
+REFUSED_PARAMS = ("messages", "tools", "stream")
+_CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|api-key)$|key|token|secret", re.IGNORECASE)
+
+
+class WireStyle(Protocol):
+    """The functions every wire-style module provides (pure: no HTTP)."""
+
+    path: str
+
+    def endpoint(self, base_url: str) -> str: ...
+    def headers(self, api_key: str | None) -> dict[str, str]: ...
+    def system_messages(self, system: str | None) -> list[dict[str, Any]]: ...
+    def user_message(self, text: str) -> dict[str, Any]: ...
+    def tools_payload(self, toolkit: Toolkit) -> list[dict[str, Any]]: ...
+    def build_body(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        system: str | None,
+        request_params: dict[str, Any] | None,
+    ) -> dict[str, Any]: ...
+    def parse_reply(self, data: Any) -> ModelReply: ...
+    def tool_calls_of(self, message: dict[str, Any]) -> list[ToolCall]: ...
+    def tool_result_messages(self, results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]: ...
+    def tool_results_in(self, messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]: ...
+    def answer_every_call(self, messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]: ...
+
+
+@attrs.frozen(kw_only=True)
+class ModelCall:
+    """One request to the model, with what bounds it: the run's scope and the turn gate."""
+
+    model: str
+    system: str | None
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    scope: CancelScope | None = None
+    gate: TurnGate | None = None
+
+
+class ModelEngine(Protocol):
+    """Reaches the model. ``complete`` raises ``LLMError`` (the model failed) or
+    ``Cancelled`` (the scope was cancelled); ``close`` cancels calls in flight."""
+
+    @property
+    def style(self) -> WireStyle: ...
+
+    def complete(self, call: ModelCall) -> ModelReply: ...
+
+    def close(self) -> None: ...
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        """A hold on pooled connections that outlives ``close``: ``(endpoint, release)``."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionOptions:
+    """Every option that says how to reach the model, as given to ``Client``/``Runtime``."""
+
+    base_url: str | None = None
+    style: str = "openai"
+    api_key: str | None = attrs.field(default=None, repr=False)
+    headers: dict[str, str] | None = attrs.field(default=None, repr=False)
+    session: requests.Session | None = None
+    generate: Callable[[dict[str, Any]], Any] | None = None
+    retries: int = 2
+    retry_base_ms: int = 500
+    timeout_ms: int | None = None
+    max_retry_after_s: float = 60
+    on_error: Callable[[dict[str, Any]], str] | None = None
+    request_params: dict[str, Any] | None = None
+
+
+class HttpEngine:
+    """A wire style over an HTTP transport."""
+
+    def __init__(self, style: WireStyle, transport: Transport, request_params: dict[str, Any] | None) -> None:
+        self._style = style
+        self.transport = transport
+        self._params = request_params
+
+    def __repr__(self) -> str:
+        return f"HttpEngine(url={self.transport.public_url!r})"
+
+    @property
+    def style(self) -> WireStyle:
+        return self._style
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        body = self._style.build_body(call.model, call.messages, call.tools, call.system, self._params)
+        data = self.transport.post_json(body, scope=call.scope, gate=call.gate)
+        try:
+            return self._style.parse_reply(data)
+        except WireError as exc:
+            transport = self.transport
+            cause = f"unreadable reply: {transport.scrub(str(exc))}"
+            excerpt = transport.excerpt(json.dumps(data, ensure_ascii=False))
+            raise LLMError(f"model call to {transport.public_url} failed: {cause}", status=200, body_excerpt=excerpt, url=transport.public_url, cause=cause) from exc
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        return self.transport.keep_connections()
+
+
+class InProcessEngine:
+    """The in-process model: ``generate(request) -> dict``, OpenAI-shaped; never retried."""
+
+    def __init__(self, generate: Callable[[dict[str, Any]], Any]) -> None:
+        from .styles import openai
+
+        self._generate = generate
+        self._openai = openai
+
+    def __repr__(self) -> str:
+        return "InProcessEngine()"
+
+    @property
+    def style(self) -> WireStyle:
+        return self._openai
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        # A snapshot of the transcript: the model may keep the request after the run goes on.
+        request = self._openai.generate_request(call.model, list(call.messages), call.tools)
+        if call.scope is not None and call.scope.cancelled:
+            raise Cancelled("interrupted before the model call")
+        try:
+            if call.gate is not None:
+                with call.gate.held(call.scope):
+                    raw = self._generate(request)
+            else:
+                raw = self._generate(request)
+        except Cancelled:
+            raise
+        except Exception as exc:  # final: the in-process model is never retried
+            cause = f"{type(exc).__name__}: {exc}"
+            raise LLMError(f"generate() failed: {cause}", status=None, body_excerpt=str(exc)[:1000], url="generate()", cause=cause) from exc
+        if call.scope is not None and call.scope.cancelled:
+            raise Cancelled("interrupted during the model call")
+        try:
+            return self._openai.parse_generated(raw)
+        except WireError as exc:
+            cause = f"unreadable reply: {exc}"
+            raise LLMError(f"generate() failed: {cause}", status=None, body_excerpt=repr(raw)[:1000], url="generate()", cause=cause) from exc
+
+    def close(self) -> None:
+        pass
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        return None
+
+
+def default_api_key(style: str, base_url: str | None) -> str | None:
+    """The key from the environment for this style (OpenRouter when the URL says so)."""
+    if style == "anthropic":
+        return os.environ.get("ANTHROPIC_API_KEY")
+    if base_url and "openrouter" in base_url:
+        return os.environ.get("OPENROUTER_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
+
+
+def check_credential(what: str, value: str) -> None:
+    """A header-borne credential must be sendable as it is; the message never shows it."""
+    for char in value:
+        if char.isspace() or not char.isprintable() or ord(char) > 255:
+            kind = "whitespace" if char.isspace() else "a control character" if not char.isprintable() else "a character outside latin-1"
+            raise ConfigError(f"{what} contains {kind} (a trailing newline from a file?); its value is not shown")
+
+
+def credential_values(api_key: str | None, headers: dict[str, str]) -> tuple[str, ...]:
+    """The values no message may show: the key and every credential-like header value,
+    also without its scheme word (``Bearer x`` and ``x``)."""
+    values = [api_key] if api_key else []
+    for name, value in headers.items():
+        if _CREDENTIAL_HEADER.search(name) and value:
+            values.append(value)
+            token = value.split()[-1] if value.split() else ""
+            if len(token) >= 4:
+                values.append(token)
+    return tuple(values)
+
+
+def _check_headers(headers: dict[str, str]) -> None:
+    for name, value in headers.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"header {name!r} must be a str")
+        if "\r" in value or "\n" in value or value[:1].isspace() or any(ord(c) > 255 for c in value):
+            raise ConfigError(f"header {name!r} has a value with a line break, leading whitespace or a character outside latin-1; its value is not shown")
+
+
+def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEngine:
+    """Check the connection options once and build what reaches the model.
+
+    Raises:
+        ConfigError: neither ``base_url`` nor ``generate``, reserved ``request_params``, an
+            unknown style, or a key or header that could not be sent as it is.
+    """
+    from .styles import get_style
+    from .wire import check_json
+
+    if options.generate is None and not options.base_url:
+        raise ConfigError("give either base_url (an HTTP endpoint) or generate (an in-process model)")
+    params = dict(options.request_params or {})
+    refused = [key for key in REFUSED_PARAMS if key in params]
+    if refused:
+        raise ConfigError(f"request_params may not set {', '.join(refused)}")
+    try:
+        check_json(options.request_params, "request_params")
+    except WireError as exc:
+        raise ConfigError(str(exc)) from None
+    if options.generate is not None:
+        return InProcessEngine(options.generate)
+    wire = get_style(options.style)
+    from .transport import Transport  # the HTTP stack loads only when it is used
+
+    assert options.base_url is not None
+    api_key = options.api_key if options.api_key is not None else default_api_key(options.style, options.base_url)
+    if api_key:
+        check_credential("api_key", api_key)
+    extra = dict(options.headers or {})
+    _check_headers(extra)
+    headers = {**wire.headers(api_key), **extra}
+    transport = Transport(
+        url=wire.endpoint(options.base_url),
+        headers=headers,
+        secrets=credential_values(api_key, headers),
+        session=options.session,
+        retries=options.retries,
+        retry_base_ms=options.retry_base_ms,
+        timeout_ms=options.timeout_ms,
+        max_retry_after_s=options.max_retry_after_s,
+        on_error=options.on_error,
+        pool_size=pool_size,
+    )
+    return HttpEngine(wire, transport, params or None)
