@@ -18,6 +18,7 @@ from .data import (
     make_request,
 )
 from .errors import (
+    Cancelled,
     ConfigError,
     DispatchError,
     HandleClosed,
@@ -51,6 +52,7 @@ __all__ = [
     "Answer",
     "Budget",
     "Client",
+    "Cancelled",
     "ConfigError",
     "DispatchError",
     "ConversationStore",
