@@ -654,6 +654,7 @@ class Runtime:
             if record.result is not None and not handle.busy:
                 return record.result
             since = record.settled
+        looked = -_REMOTE_POLL_S  # when this thread last found no queued sibling to run
         while True:
             with handle.lock:
                 handle.sync()
@@ -669,8 +670,9 @@ class Runtime:
             owner = handle
             if behind:
                 owner, job = self._slot_holder(handle)
-            if job is None and helper is not None:
+            if job is None and helper is not None and time.monotonic() - looked >= _REMOTE_POLL_S:
                 job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
+                looked = time.monotonic() if job is None else -_REMOTE_POLL_S  # none queued: look again later
             if job is None:
                 remote = False
                 with handle.lock:
