@@ -514,8 +514,10 @@ def test_a_resume_racing_an_interrupt_has_exactly_one_winner(state, files):
             for thread in threads:
                 thread.join(30)
             final = run_in_thread(lambda: answering.wait(started["handle"], timeout=20))
-            if outcome["resume"] == "won":  # the boss finishes (its child maybe interrupted after the resume)
-                assert final.status == "done"
+            if outcome["resume"] == "won":
+                # the boss goes on: done, or (its child interrupted just after the resume)
+                # retrying with a fresh child that asks anew
+                assert final.status == "done" or (final.status == "pending" and final.pending.id != started["pending"]["id"])
             else:  # the interrupt cancelled the request on every handle of the path
                 assert final.status == "interrupted"
                 assert answering.inspect(started["handle"] + "/worker.1").state == "idle"

@@ -488,7 +488,7 @@ class Runtime:
             raise HandleClosed(f"closed: {handle.id} cannot be woken")
         if handle.busy or handle.record.state == SUSPENDED:
             return None
-        if not parent.take_slot(self._slot_cap(parent)):
+        if parent is not self.root and not parent.take_slot(self._slot_cap(parent)):
             handle.enqueue(prompt, trace)
             parent.queue_wake(handle.id)
             self._tree.event("wake_queued", handle.id, parent=parent.id)
@@ -599,8 +599,8 @@ class Runtime:
     def _release_slot(self, handle: Handle) -> None:
         """Give the finished turn's slot to the next queued sibling, if any."""
         parent = self._tree.parent(handle)
-        if parent is None:
-            return
+        if parent is None or parent is self.root:
+            return  # the root caps nothing: its children's turns take no slot
         jobs = []
         with parent.lock:
             record = parent.record
@@ -902,7 +902,9 @@ class Runtime:
                 if not handle.suspended_on(answer.id):
                     continue
                 turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
-                path[len(chain) - 1 - position].take_slot(None)
+                above_it = path[len(chain) - 1 - position]
+                if above_it is not self.root:
+                    above_it.take_slot(None)
                 jobs.append(self._begin(handle, turn))
         self._dispatch(*jobs)
 
