@@ -78,7 +78,9 @@ class CeleryDispatcher:
     def release_worker_runtime(self) -> None:
         """Let go of this process's runtime (worker shutdown): its turns are left to the others."""
         with self._lock:
-            runtime, self._runtime = (self._runtime, None) if self._pid == os.getpid() else (None, self._runtime)
+            if self._pid != os.getpid():
+                return  # none built here (a parent's, inherited over fork, is not ours)
+            runtime, self._runtime = self._runtime, None
         if runtime is not None:
             runtime.release()
 
@@ -114,7 +116,7 @@ def install(app: Celery, runtime_factory: Callable[[], Runtime], *, queue: str =
             return
         if type(getattr(sender, "pool", None)).__module__.endswith(".prefork"):
             return  # the pool's children build theirs after fork
-        dispatcher.worker_runtime()  # threads pool: the sweep runs before the first message
+        dispatcher.worker_runtime()  # threads pool: its heartbeat (recovery, re-sends) runs from now on
 
     def release(sender: Any = None, **_: Any) -> None:
         dispatcher.release_worker_runtime()
