@@ -174,6 +174,9 @@ class Handle:
         self.turn: Turn | None = None
         #: Counted among the closed handles that may leave memory (see ``HandleTree.retire``).
         self.retired = False
+        #: The store's count of other connections' commits when the record was last read
+        #: (a durable state may then skip re-reading it).
+        self.verified: int | None = None
 
     @property
     def id(self) -> str:

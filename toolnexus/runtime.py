@@ -138,8 +138,8 @@ class Runtime:
         )
         engine = Engine(model=build_engine(options, pool_size=workers), executor=lambda: self._executor)
         try:
-            self._durable = DurableTree(open_state(state), runtime_id) if state is not None else None
             self._owns_state = state is not None and not isinstance(state, StateStore)
+            self._durable = DurableTree(open_state(state), runtime_id, sole_user=self._owns_state) if state is not None else None
             self.root = self._open_root()
             self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
             self._clock = clock or time.monotonic

@@ -230,6 +230,12 @@ class SQLiteState(SqlState):
             except sqlite3.OperationalError as exc:
                 raise StateError(f"{self.path}: {exc}") from exc
 
+    def foreign_commits(self) -> int:
+        """Changes whenever another connection (another process, or another store object)
+        commits to the file; this connection's own commits leave it alone."""
+        with self._lock:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
     def wait_change(self, timeout: float) -> None:
         """Return when another connection committed, or after ``timeout``: polls
         ``PRAGMA data_version`` (SQLite has no notifications), 20 ms backing off to 250 ms."""
@@ -279,9 +285,10 @@ def open_state(state: Any) -> StateStore:
 class DurableTree:
     """The rows of one ``runtime_id`` in a store, as the runtime and its handles use them."""
 
-    def __init__(self, store: StateStore, runtime_id: str) -> None:
+    def __init__(self, store: StateStore, runtime_id: str, *, sole_user: bool = False) -> None:
         self.store = store
         self.runtime_id = runtime_id
+        self._sole_user = sole_user  # the only tree on this store object in the process
         self._local = threading.local()  # the handles the current transaction touched
 
     # --- transactions around handle changes ---------------------------------------------------
@@ -325,16 +332,28 @@ class DurableTree:
         self._refresh(handle)
 
     def _refresh(self, handle: Handle) -> None:
+        seen = self._foreign_commits()
+        if seen is not None and handle.verified == seen and handle.record.version >= 0:
+            return  # nobody else committed since this record was last read or written
         rows = self.store.execute(
             "SELECT version, body FROM tn_handles WHERE runtime_id = ? AND id = ?"
             + (" FOR UPDATE" if self.store.dialect == "postgresql" and self._in_change() else ""),
             (self.runtime_id, handle.id),
         )
+        handle.verified = seen
         if not rows or rows[0][0] == handle.record.version:
             return
         fresh = record_from_body(handle.id, rows[0][0], _json(rows[0][1]), self.children(handle.id))
         for field in attrs.fields(type(fresh)):
             setattr(handle.record, field.name, getattr(fresh, field.name))
+
+    def _foreign_commits(self) -> int | None:
+        """A counter of commits by other connections, when the store has one and this tree
+        is its only user in the process (else every read goes to the store)."""
+        if not self._sole_user:
+            return None
+        counter = getattr(self.store, "foreign_commits", None)
+        return counter() if callable(counter) else None
 
     def _in_change(self) -> bool:
         return getattr(self._local, "touched", None) is not None
