@@ -131,6 +131,13 @@ class Runs:
         atexit.unregister(self.close)
 
 
+def posted_prompt() -> str | None:
+    """The request's JSON ``{"prompt": "..."}``, or ``None`` when it has no usable prompt."""
+    body = request.get_json(silent=True)
+    prompt = body.get("prompt") if isinstance(body, dict) else None
+    return prompt if isinstance(prompt, str) and prompt.strip() else None
+
+
 def _reply(run_id: str, result: AgentResult) -> Any:
     headers = {"X-Served-By": str(os.getpid())}
     if result.status == "pending" and result.pending is not None:
@@ -162,9 +169,8 @@ def create_app(
 
     @app.post("/runs")
     def start_run() -> Any:
-        body = request.get_json(silent=True)
-        prompt = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
+        prompt = posted_prompt()
+        if prompt is None:
             return jsonify({"error": 'send JSON {"prompt": "..."}'}), 400
         run_id, result = runs.start(prompt)
         return _reply(run_id, result)

@@ -20,6 +20,7 @@ from .data import (
 from .errors import (
     Cancelled,
     ConfigError,
+    DispatchError,
     HandleClosed,
     InboxFull,
     LLMError,
@@ -53,6 +54,7 @@ __all__ = [
     "Client",
     "Cancelled",
     "ConfigError",
+    "DispatchError",
     "ConversationStore",
     "HandleClosed",
     "HandleView",

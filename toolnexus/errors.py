@@ -78,3 +78,8 @@ class StateError(ToolnexusError):
 
     Nothing of the change that raised it was written.
     """
+
+
+class DispatchError(ToolnexusError):
+    """A turn's message could not be sent (a broker that is down): the turn stays queued in
+    the state and the runtime's sweep sends it again."""

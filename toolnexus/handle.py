@@ -105,7 +105,8 @@ class HandleRecord:
     pool_tool_calls: int = 0
     suspension: Suspension | None = None
     turn_serial: int = 0
-    task_keys: dict[tuple[str, str], tuple[int, str]] = attrs.Factory(dict)
+    #: ``(agent, prompt)`` -> ``(turn serial, child id, id of the call that made it)``.
+    task_keys: dict[tuple[str, str], tuple[int, str, str]] = attrs.Factory(dict)
     result: AgentResult | None = None
     settled: int = 0
     closing: bool = False
@@ -127,6 +128,8 @@ class HandleRecord:
     turn_resume: tuple[list[dict[str, Any]], Request, Answer] | None = None
     #: The tree's own random id (the root's record), part of every idempotency key.
     nonce: str = ""
+    #: When a dispatcher was last asked to run the turn; ``None`` once a runtime claimed it.
+    turn_queued_at: float | None = None
 
     @property
     def pending(self) -> Request | None:
@@ -310,6 +313,44 @@ class Handle:
     def _disown(self) -> None:
         self.turn = None
         self.record.turn_owner = self.record.turn_input = self.record.turn_resume = None
+        self.record.turn_queued_at = None
+
+    # --- turns a dispatcher runs: queued in the state, claimed by whichever runtime first ---
+
+    def queue_turn(self, turn: Turn, now: float) -> None:
+        """``turn`` becomes the running turn as the state holds it, owned by nobody yet:
+        the handle is busy, and any runtime of the tree may claim it."""
+        with self._changing():
+            self._own(turn, None)
+            self.record.turn_queued_at = now
+            self.move(RUNNING)
+
+    def queued_turn(self, serial: int | None = None, segment: int | None = None) -> bool:
+        """Whether a turn (``serial``/``segment`` when given) waits for a runtime to claim it."""
+        record = self.record
+        return (
+            record.state == RUNNING
+            and record.turn_queued_at is not None
+            and record.turn_owner is None
+            and serial in (None, record.turn_serial)
+            and segment in (None, record.turn_segment)
+        )
+
+    def claim_turn(self, owner: str, now: float) -> Turn:
+        """The queued turn becomes ``owner``'s to run (``queued_turn()`` checked, lock held)."""
+        with self._changing():
+            turn = self.stored_turn()
+            turn.started = now
+            self.record.turn_owner, self.record.turn_queued_at = owner, None
+            self.turn = turn
+            self.changed.notify_all()
+            return turn
+
+    def requeue_turn(self, now: float) -> None:
+        """Give a turn whose owner died (or a message that was lost) back to the queue."""
+        with self._changing():
+            self.record.turn_owner, self.record.turn_queued_at = None, now
+            self.turn = None
 
     def mark_settling(self, turn: Turn, owner: str | None = None) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
@@ -490,16 +531,17 @@ class Handle:
 
     # --- the reattachment index (``task_lock`` held) ---------------------------------------
 
-    def task_child_id(self, key: tuple[str, str], serial: int) -> str | None:
+    def task_entry(self, key: tuple[str, str], serial: int) -> tuple[str, str] | None:
+        """The child of ``key`` in turn ``serial`` and the id of the call that made it."""
         entry = self.record.task_keys.get(key)
-        return entry[1] if entry is not None and entry[0] == serial else None
+        return (entry[1], entry[2]) if entry is not None and entry[0] == serial else None
 
-    def remember_task(self, key: tuple[str, str], serial: int, child_id: str) -> None:
+    def remember_task(self, key: tuple[str, str], serial: int, child_id: str, call_id: str) -> None:
         with self._changing():
-            self.record.task_keys[key] = (serial, child_id)
+            self.record.task_keys[key] = (serial, child_id, call_id)
 
     def task_children(self, serial: int) -> list[str]:
-        return [child_id for turn_serial, child_id in self.record.task_keys.values() if turn_serial == serial]
+        return [child_id for turn_serial, child_id, _ in self.record.task_keys.values() if turn_serial == serial]
 
 
 _UNCHANGED = contextlib.nullcontext()

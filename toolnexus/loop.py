@@ -63,6 +63,9 @@ class Engine:
 
     model: ModelEngine
     executor: Callable[[], Executor | None] = lambda: None
+    #: Tool sources whose calls run on the turn's own thread, in call order, while the
+    #: other calls run on the executor (a runtime with a dispatcher: delegations).
+    here_sources: frozenset[str] = frozenset()
     #: Warnings this client (or runtime) logs only once.
     once: Once = attrs.field(factory=Once, eq=False, repr=False)
 
@@ -349,7 +352,8 @@ def _tool_phase(
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
     # tool spawns its child here, so child ids follow call order); then concurrently.
     starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
-    ran: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts])
+    here = [_source(toolkit, start.call.name) in engine.here_sources for start in starts] if engine.here_sources else None
+    ran: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts], here)
     _check_cancel(spec)
     if spec.on_tool_calls is not None and ran and spec.journal is None:
         spec.on_tool_calls(len(ran))
@@ -417,6 +421,11 @@ def decode_arguments(raw: Any) -> tuple[Any, str | None]:
     if not isinstance(raw, dict):
         return None, f"invalid arguments: expected a JSON object, got {type(raw).__name__}"
     return raw, None
+
+
+def _source(toolkit: Toolkit, name: str) -> str | None:
+    found = toolkit.get(name)
+    return found.source if found is not None else None
 
 
 @attrs.define

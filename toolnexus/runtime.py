@@ -25,6 +25,7 @@ from .agent import AgentDef, normalize_registry
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
 from ._cancel import TurnGate
+from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
@@ -63,6 +64,9 @@ class Runtime:
     ``task`` children one after another. ``around_tool`` is a context-manager factory
     entered around every tool call, on the thread that runs it.
     ``trace_content=True`` records prompt and completion text on the trace spans.
+    ``dispatcher`` (with a ``state``; see ``toolnexus.celery``) hands every turn to other
+    processes: ``wake`` and ``resume`` commit it as queued and send one message, and any
+    runtime of the tree that claims it runs it.
     """
 
     def __init__(
@@ -97,10 +101,13 @@ class Runtime:
         inline: bool = False,
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
             raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
+        if dispatcher is not None and state is None:
+            raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
         if recover not in RECOVER_OPTIONS:
             raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
         if lease_ms <= 0:
@@ -147,6 +154,10 @@ class Runtime:
         except BaseException:
             engine.model.close()
             raise
+        if dispatcher is not None:
+            # A delegation runs on the turn's own (worker) thread, so the children it woke run
+            # on other workers while it waits; the turn's other tool calls run on the pool.
+            engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
         self._turns = TurnRunner(
             engine=engine,
             store=self._store,
@@ -163,6 +174,10 @@ class Runtime:
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
+        # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
+        self._dispatching: Dispatching | None = None
+        if dispatcher is not None and self._durable is not None:
+            self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
         self._heartbeat: threading.Thread | None = None
         if self._durable is not None:
             self._durable.register_owner(self._owner, _HOST, os.getpid())
@@ -257,6 +272,8 @@ class Runtime:
                 self._durable.heartbeat(self._owner)
                 if self._recover != "leave":
                     self._sweep()
+                if self._dispatching is not None:
+                    self._dispatching.resend_stale()
             except ToolnexusError:
                 log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
 
@@ -293,6 +310,8 @@ class Runtime:
             if mode == "interrupt":
                 handle.abort()
                 self._durable.forget_turn(handle.id, record.turn_serial)
+            elif self._dispatching is not None:
+                job = self._dispatching.requeue(handle)  # a worker takes it over from its journal
             else:
                 turn = handle.stored_turn()
                 turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
@@ -309,9 +328,12 @@ class Runtime:
         runtime's pool (or, inline, the first thread that waits). Every admitted turn is
         already in the state with its owner, input and serial, and ``_take_over`` claims a
         stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
-        processes plugs in at these two points."""
+        processes plugs in at these two points: with one, a job sends the turn's message."""
         for job in jobs:
-            _jobs.submit(self._executor, job)
+            if self._dispatching is not None:
+                job.run()
+            else:
+                _jobs.submit(self._executor, job)
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -481,9 +503,34 @@ class Runtime:
         return self._begin(handle, handle.start(prompt, text, trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
+        if self._dispatching is not None:
+            return self._dispatching.queue(handle, turn)
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
         handle.begin(turn, self._clock(), self._owner)
         return turn.job
+
+    def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
+        """Run the queued turn a dispatcher's message names, here and now (a worker's side).
+
+        Returns false, doing nothing, when the turn is not queued any more: claimed by
+        another runtime, finished, interrupted, or the message was for another tree.
+        """
+        if self._dispatching is None or self._durable is None:
+            raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
+        if runtime_id != self._durable.runtime_id:
+            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._durable.runtime_id)
+            return False
+        try:
+            handle = self._tree.get(handle_id)
+        except UnknownHandle:
+            return False
+        with handle.lock:
+            handle.sync()
+            job = self._dispatching.claim(handle, self._clock(), self._run_turn, serial, segment)
+        if job is None:
+            return False
+        job.run()
+        return True
 
     def _run_turn(self, handle: Handle, turn: Turn) -> None:
         started = time.perf_counter()
@@ -607,6 +654,7 @@ class Runtime:
             if record.result is not None and not handle.busy:
                 return record.result
             since = record.settled
+        looked = -_REMOTE_POLL_S  # when this thread last found no queued sibling to run
         while True:
             with handle.lock:
                 handle.sync()
@@ -615,10 +663,16 @@ class Runtime:
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
+                helper = self._dispatching if run_here else None  # with a dispatcher, this thread runs queued turns
+                if job is None and helper is not None:
+                    job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
                 behind = job is None and run_here and self._inline and record.queued
             owner = handle
             if behind:
                 owner, job = self._slot_holder(handle)
+            if job is None and helper is not None and time.monotonic() - looked >= _REMOTE_POLL_S:
+                job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
+                looked = time.monotonic() if job is None else -_REMOTE_POLL_S  # none queued: look again later
             if job is None:
                 remote = False
                 with handle.lock:
@@ -631,12 +685,13 @@ class Runtime:
                     poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
                     if self._durable is None:
                         handle.changed.wait(remaining)  # every change notifies
-                    elif handle.turn is not None:
+                    elif helper is None and handle.turn is not None:
                         handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
                     else:
                         remote = True
                 if remote:
-                    # Another process has the turn (or will wake it): watch the state for commits.
+                    # Another process has the turn (or will wake it), or this thread helps with
+                    # queued turns: watch the state for commits.
                     assert self._durable is not None
                     self._durable.store.wait_change(poll)
                 continue
@@ -684,25 +739,28 @@ class Runtime:
             timer.cancel()
             timer.join()
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
+    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
         or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
-        is not reattached: the repeated call is a retry and runs a fresh child, which the
-        index then names. A refused spawn is an error result."""
+        is not reattached by another call: that repeated call is a retry and runs a fresh
+        child, which the index then names (the same call, replayed after a resume or a
+        crash, still reattaches). A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
             with parent.lock:
                 parent.sync()
-                child_id = parent.task_child_id(key, serial)
-            child = self._tree.get(child_id) if child_id is not None else None
-            if child is not None and _ended_in_failure(child):
+                entry = parent.task_entry(key, serial)
+            child = self._tree.get(entry[0]) if entry is not None else None
+            if child is not None and entry is not None and (not call_id or entry[1] != call_id) and _ended_in_failure(child):
                 child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
                     with parent.lock, self._atomic(parent):
-                        parent.remember_task(key, serial, child.id)
-                    self._wake(child, prompt)  # run by the task call that waits on it
+                        parent.remember_task(key, serial, child.id, call_id)
+                    job = self._wake(child, prompt)  # run by the task call that waits on it,
+                    if job is not None and self._dispatching is not None:
+                        self._dispatch(job)  # or, with a dispatcher, by any worker that claims it first
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
                 return child
@@ -711,7 +769,7 @@ class Runtime:
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
         """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt)
+        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
@@ -768,6 +826,7 @@ class Runtime:
         parent = self._tree.parent(handle)
         cancelled_request: str | None = None
         turn: Turn | None = None
+        aborted: int | None = None  # the serial of the turn this interrupt ended
         settling: Turn | None = None
         locked = (parent, handle) if parent is not None else (handle,)
         with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock, self._atomic(*locked):
@@ -775,6 +834,8 @@ class Runtime:
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
+                aborted = record.turn_serial
+                # None when the turn is queued, or runs in another process:
                 turn = handle.abort(self._turns.turn_calls(handle.turn) if handle.turn is not None else 0)
                 if self._durable is not None:
                     self._durable.forget_turn(handle.id, record.turn_serial)
@@ -790,8 +851,9 @@ class Runtime:
                     cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
         if turn is not None:
             turn.scope.cancel()
-            self._release_slot(handle)
-            for child in self._task_children(handle, turn.serial):
+        if aborted is not None:
+            self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
+            for child in self._task_children(handle, aborted):
                 self.interrupt(child)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)

@@ -498,6 +498,20 @@ class DurableTree:
         with self.store.transaction():
             self.store.execute("DELETE FROM tn_owners WHERE runtime_id = ? AND owner = ?", (self.runtime_id, owner))
 
+    def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]:
+        """``(handle id, owner, queued at)`` of every running turn (of ``parent_id``'s
+        children only, when given), deepest first."""
+        found = []
+        sql = "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'"
+        params: tuple[str, ...] = (self.runtime_id,)
+        if parent_id is not None:
+            sql, params = sql + " AND parent_id = ?", (self.runtime_id, parent_id)
+        for handle_id, body in self.store.execute(sql, params):
+            data = _json(body)
+            found.append((handle_id, data.get("turn_owner"), data.get("turn_queued_at")))
+        found.sort(key=lambda item: -item[0].count("/"))
+        return found
+
     def orphans(self, lease_s: float, host: str, alive: Callable[[int], bool]) -> list[tuple[str, str | None]]:
         """``(handle id, dead owner)`` of every running turn whose owner is gone: no heartbeat
         for ``lease_s``, or a process of this host that no longer exists. Deepest first."""
@@ -508,7 +522,10 @@ class DurableTree:
         now = time.time()
         found = []
         for handle_id, body in self.store.execute("SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'", (self.runtime_id,)):
-            owner = _json(body).get("turn_owner")
+            data = _json(body)
+            owner = data.get("turn_owner")
+            if owner is None and data.get("turn_queued_at") is not None:
+                continue  # queued for a dispatcher: nobody owns it yet, nobody died
             known = owners.get(owner) if owner is not None else None
             dead = known is None or now - known[2] > lease_s or (known[0] == host and not alive(known[1]))
             if dead:
@@ -605,7 +622,7 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
             "trace": suspension.trace,
         },
         "turn_serial": record.turn_serial,
-        "task_keys": [[agent, prompt, serial, child] for (agent, prompt), (serial, child) in record.task_keys.items()],
+        "task_keys": [[agent, prompt, *entry] for (agent, prompt), entry in record.task_keys.items()],
         "result": to_wire(record.result) if record.result is not None else None,
         "settled": record.settled,
         "closing": record.closing,
@@ -622,6 +639,7 @@ def body_of(record: HandleRecord) -> dict[str, Any]:
         "turn_resume": None
         if record.turn_resume is None
         else {"checkpoint": record.turn_resume[0], "pending": to_wire(record.turn_resume[1]), "answer": to_wire(record.turn_resume[2])},
+        "turn_queued_at": record.turn_queued_at,
         "nonce": record.nonce,
     }
 
@@ -658,7 +676,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
             trace=suspension.get("trace"),
         ),
         turn_serial=body["turn_serial"],
-        task_keys={(agent, prompt): (serial, child) for agent, prompt, serial, child in body["task_keys"]},
+        task_keys={(agent, prompt): (serial, child, call[0] if call else "") for agent, prompt, serial, child, *call in body["task_keys"]},
         result=from_wire(AgentResult, body["result"]) if body["result"] is not None else None,
         settled=body["settled"],
         closing=body["closing"],
@@ -677,6 +695,7 @@ def record_from_body(handle_id: str, version: int, body: dict[str, Any], childre
         if resume is None
         else (resume["checkpoint"], from_wire(Request, resume["pending"]), from_wire(Answer, resume["answer"])),
         nonce=body["nonce"],
+        turn_queued_at=body.get("turn_queued_at"),
     )
 
 

@@ -64,7 +64,7 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Any:
         # In call order: spawn and wake (or find) the child, so ids follow call order.
         if refusal(args) is None:
-            return rt.task_child(parent, serial, args["agent"], args["prompt"])
+            return rt.task_child(parent, serial, args["agent"], args["prompt"], ctx.call_id or "")
         return None
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
