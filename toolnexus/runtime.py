@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError,
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
 from .state import DurableTree, StateConversations, StateStore, open_state
 from .hooks import HooksLike
+from .ownership import RECOVER_OPTIONS, Ownership
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
-RECOVER_OPTIONS = ("resume", "interrupt", "leave")
-_HOST = socket.gethostname()
 #: How long a wait on a turn owned by another process goes without re-reading the state.
 _REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
@@ -114,10 +112,7 @@ class Runtime:
             raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
         if keep_closed < 0:
             raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
-        self._recover = recover
-        self._lease_s = lease_ms / 1000
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
-        self._letting_go = threading.Event()
         # The engine first: bad connection options fail before the state is touched.
         workers = max_workers or _DEFAULT_WORKERS
         self._inline = inline
@@ -178,13 +173,11 @@ class Runtime:
         self._dispatching: Dispatching | None = None
         if dispatcher is not None and self._durable is not None:
             self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
-        self._heartbeat: threading.Thread | None = None
+        self._ownership: Ownership | None = None
         if self._durable is not None:
-            self._durable.register_owner(self._owner, _HOST, os.getpid())
-            if self._recover != "leave":
-                self._sweep()
-            self._heartbeat = threading.Thread(target=self._beat, name="toolnexus-heartbeat", daemon=True)
-            self._heartbeat.start()
+            on_beat = self._dispatching.resend_stale if self._dispatching is not None else None
+            self._ownership = Ownership(self._durable, self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._take_over, on_beat=on_beat)
+            self._ownership.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -240,7 +233,8 @@ class Runtime:
         if self._durable is None:
             self.close(self.root)
             return
-        if self._letting_go.is_set():
+        assert self._ownership is not None
+        if self._ownership.letting_go:
             return
         for handle in self._tree.all():  # turns still running here stop; the state keeps them
             turn = handle.turn
@@ -251,50 +245,22 @@ class Runtime:
 
     def _let_go(self) -> None:
         """Stop the heartbeat; this runtime's remaining turns are orphaned for others to recover."""
-        assert self._durable is not None
-        if self._letting_go.is_set():
+        assert self._durable is not None and self._ownership is not None
+        if not self._ownership.let_go(self._shutdown_s + _THREAD_GRACE_S):
             return
-        self._letting_go.set()
-        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
-            self._heartbeat.join(timeout=self._shutdown_s + _THREAD_GRACE_S)
-        with contextlib.suppress(ToolnexusError):
-            self._durable.drop_owner(self._owner)
         if self._owns_state:
             self._durable.store.close()
 
-    # --- owners, leases and recovery ------------------------------------------------------------
-
-    def _beat(self) -> None:
-        """Prove this runtime alive every third of a lease; recover orphaned turns."""
-        assert self._durable is not None
-        while not self._letting_go.wait(self._lease_s / 3):
-            try:
-                self._durable.heartbeat(self._owner)
-                if self._recover != "leave":
-                    self._sweep()
-                if self._dispatching is not None:
-                    self._dispatching.resend_stale()
-            except ToolnexusError:
-                log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
-
-    def _sweep(self) -> None:
-        """Recover every orphaned turn of the tree, as ``recover`` says (deepest first)."""
-        assert self._durable is not None
-        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
-            self._take_over(handle_id, dead_owner, self._recover)
+    # --- taking over orphaned turns (see ownership.py) ------------------------------------------
 
     def recover(self, h: Handle | str) -> bool:
         """Continue an orphaned turn here from its journal (for ``recover="leave"``).
 
         Returns whether there was an orphaned turn to take over.
         """
-        if self._durable is None:
+        if self._ownership is None:
             return False
-        handle = self._tree.get(h)
-        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
-            if handle_id == handle.id:
-                return self._take_over(handle_id, dead_owner, "resume")
-        return False
+        return self._ownership.recover(self._tree.get(h).id)
 
     def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
         """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
@@ -1041,14 +1007,3 @@ def _ended_in_failure(child: Handle) -> bool:
 def _runnable(handle: Handle) -> bool:
     turn = handle.turn
     return turn is not None and turn.job is not None and not turn.job.claimed
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process of this host still exists (a dead owner's turns need no lease wait)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
