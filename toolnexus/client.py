@@ -81,22 +81,8 @@ class Client:
         self.style = style
         self.base_url = base_url
         self._tool_threads = _ToolThreads()
-        options = ConnectionOptions(
-            base_url=base_url,
-            style=style,
-            api_key=api_key,
-            headers=headers,
-            session=session,
-            generate=generate,
-            retries=retries,
-            retry_base_ms=retry_base_ms,
-            timeout_ms=timeout_ms,
-            max_retry_after_s=max_retry_after_s,
-            on_error=on_error,
-            request_params=request_params,
-        )
         # inline: every tool call on the run's thread
-        self._engine = Engine(model=build_engine(options, pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads)
+        self._engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 import attrs
 
@@ -102,6 +102,12 @@ class ConnectionOptions:
     max_retry_after_s: float = 60
     on_error: Callable[[dict[str, Any]], str] | None = None
     request_params: dict[str, Any] | None = None
+
+    @classmethod
+    def among(cls, arguments: Mapping[str, Any]) -> ConnectionOptions:
+        """The connection options among a constructor's arguments (its ``locals()``), so
+        that ``Client`` and ``Runtime`` name each one once, in their signatures."""
+        return cls(**{field.name: arguments[field.name] for field in attrs.fields(cls) if field.name in arguments})
 
 
 class HttpEngine:

@@ -118,20 +118,7 @@ class Runtime:
         self._inline = inline
         # Inline: no pool at all; a turn runs on the thread that waits for it.
         self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
-        options = ConnectionOptions(
-            base_url=base_url,
-            style=style,
-            api_key=api_key,
-            headers=headers,
-            session=session,
-            generate=generate,
-            retries=retries,
-            retry_base_ms=retry_base_ms,
-            timeout_ms=timeout_ms,
-            max_retry_after_s=max_retry_after_s,
-            request_params=request_params,
-        )
-        engine = Engine(model=build_engine(options, pool_size=workers), executor=lambda: self._executor)
+        engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: self._executor)
         try:
             self._owns_state = state is not None and not isinstance(state, StateStore)
             self._durable = DurableTree(open_state(state), runtime_id, sole_user=self._owns_state) if state is not None else None
