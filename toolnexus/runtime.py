@@ -4,6 +4,10 @@ Each handle runs its turns on a ``concurrent.futures`` worker. A thread that mus
 on a child's turn (the ``task`` tool, ``run_agent``) runs that turn itself when no worker
 has started it yet, so blocked parents can never starve their children of workers.
 Blocking goes only upward: a parent waits on its child, never the reverse.
+
+The lock order every verb follows is set out once, in ``handle.py``. A durable tree's
+owner registration, heartbeat and orphan recovery live in ``ownership.py``; ending the
+runtime's threads and letting go of its tree, in ``shutdown.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mappi
 
 import attrs
 
-from . import _jobs, budget as budgets, tracing
+from . import _jobs, budget as budgets, shutdown, tracing
 from .agent import AgentDef, normalize_registry
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
@@ -47,7 +51,6 @@ ROOT = "root"
 #: How long a wait on a turn owned by another process goes without re-reading the state.
 _REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
-_THREAD_GRACE_S = 1.0  # after shutdown_ms, how long close(root) waits for interrupted threads to end
 
 
 class Runtime:
@@ -223,20 +226,13 @@ class Runtime:
         assert self._ownership is not None
         if self._ownership.letting_go:
             return
-        for handle in self._tree.all():  # turns still running here stop; the state keeps them
-            turn = handle.turn
-            if turn is not None:
-                turn.scope.cancel()
-        self._stop_workers(time.monotonic() + self._shutdown_s + _THREAD_GRACE_S)
+        shutdown.cancel_running(self._tree.all())
+        self._stop_workers(shutdown.threads_deadline(self._shutdown_s))
         self._let_go()
 
     def _let_go(self) -> None:
-        """Stop the heartbeat; this runtime's remaining turns are orphaned for others to recover."""
         assert self._durable is not None and self._ownership is not None
-        if not self._ownership.let_go(self._shutdown_s + _THREAD_GRACE_S):
-            return
-        if self._owns_state:
-            self._durable.store.close()
+        shutdown.let_go(self._ownership, self._durable.store if self._owns_state else None, self._shutdown_s)
 
     # --- taking over orphaned turns (see ownership.py) ------------------------------------------
 
@@ -275,6 +271,8 @@ class Runtime:
         else:
             self._dispatch(job)
         return True
+
+    # --- handing admitted turns over to run ---------------------------------------------------
 
     def _dispatch(self, *jobs: _jobs.Job) -> None:
         """Hand admitted turns over to run: the only place that does. Here that is this
@@ -883,7 +881,7 @@ class Runtime:
         root also ends every thread of the runtime: it returns once they have ended, or
         after ``shutdown_ms`` plus one second with a warning naming those left."""
         handle = self._tree.get(h)
-        threads_by = time.monotonic() + self._shutdown_s + _THREAD_GRACE_S  # real time, whatever the clock
+        threads_by = shutdown.threads_deadline(self._shutdown_s)
         deadline = self._clock() + self._shutdown_s
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
@@ -950,18 +948,7 @@ class Runtime:
         return self._inline and (_runnable(handle) or handle.record.queued)
 
     def _stop_workers(self, deadline: float) -> None:
-        """End the pool; wait for its threads (interrupted turns unwinding) until ``deadline``
-        on the monotonic clock."""
-        executor = self._executor
-        if executor is not None:  # inline: no pool
-            executor.shutdown(wait=False, cancel_futures=True)
-        threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
-        for thread in threads:
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        left = [thread.name for thread in threads if thread.is_alive()]
-        if left:
-            log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
-        self._turns.engine.model.close()
+        shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
 
     # --- helpers --------------------------------------------------------------------------
 
