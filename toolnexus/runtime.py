@@ -6,8 +6,9 @@ has started it yet, so blocked parents can never starve their children of worker
 Blocking goes only upward: a parent waits on its child, never the reverse.
 
 The lock order every verb follows is set out once, in ``handle.py``. A durable tree's
-owner registration, heartbeat and orphan recovery live in ``ownership.py``; ending the
-runtime's threads and letting go of its tree, in ``shutdown.py``.
+owner registration, heartbeat and orphan recovery live in ``ownership.py``; the wait
+loop behind ``wait``, ``run_agent`` and ``task``, in ``waiting.py``; ending the runtime's
+threads and letting go of its tree, in ``shutdown.py``.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
@@ -31,7 +31,7 @@ from ._cancel import TurnGate
 from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
 from .state import DurableTree, StateConversations, StateStore, open_state
 from .hooks import HooksLike
 from .ownership import RECOVER_OPTIONS, Ownership
@@ -39,6 +39,7 @@ from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
 from .turns import TurnRunner
+from .waiting import Waiter, runnable
 from .tools import Tool, ToolContext, failure
 from .wire import to_wire
 
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
-#: How long a wait on a turn owned by another process goes without re-reading the state.
-_REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
 
 
@@ -163,6 +162,16 @@ class Runtime:
         self._dispatching: Dispatching | None = None
         if dispatcher is not None and self._durable is not None:
             self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
+        self._waiter = Waiter(
+            tree=self._tree,
+            turns=self._turns,
+            dispatching=self._dispatching,
+            durable=self._durable,
+            clock=self._clock,
+            run_turn=self._run_turn,
+            interrupt=self.interrupt,
+            inline=inline,
+        )
         self._ownership: Ownership | None = None
         if self._durable is not None:
             on_beat = self._dispatching.resend_stale if self._dispatching is not None else None
@@ -534,7 +543,7 @@ class Runtime:
         before waiting on it (a failure, an interrupt), a worker runs it instead."""
         for child in self._task_children(handle, serial):
             with child.lock:
-                job = child.turn.job if _runnable(child) else None  # type: ignore[union-attr]
+                job = child.turn.job if runnable(child) else None  # type: ignore[union-attr]
             if job is not None:
                 self._dispatch(job)
 
@@ -586,109 +595,11 @@ class Runtime:
         handle = self._tree.get(h)
         if handle is self.root:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
-        return self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
+        return self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
 
     def _await(self, handle: Handle) -> AgentResult:
         """Wait for a handle to settle, running its turn here if no worker has it."""
-        return self._next_result(handle, None, run_here=True)
-
-    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False) -> AgentResult:
-        """Wait for the handle's next settled result, running its unstarted turn here when
-        ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
-        sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
-        runs is interrupted (by a timer, at its next step) when time is up and the result
-        is ``timeout``; otherwise such a turn runs to its end."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        record = handle.record
-        with handle.lock:
-            handle.sync()
-            if record.result is not None and not handle.busy:
-                return record.result
-            since = record.settled
-        looked = -_REMOTE_POLL_S  # when this thread last found no queued sibling to run
-        while True:
-            with handle.lock:
-                handle.sync()
-                if record.settled > since and record.result is not None:
-                    return record.result
-                if record.state == CLOSED:
-                    return closed_result(record)
-                job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
-                helper = self._dispatching if run_here else None  # with a dispatcher, this thread runs queued turns
-                if job is None and helper is not None:
-                    job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
-                behind = job is None and run_here and self._inline and record.queued
-            owner = handle
-            if behind:
-                owner, job = self._slot_holder(handle)
-            if job is None and helper is not None and time.monotonic() - looked >= _REMOTE_POLL_S:
-                job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
-                looked = time.monotonic() if job is None else -_REMOTE_POLL_S  # none queued: look again later
-            if job is None:
-                remote = False
-                with handle.lock:
-                    if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
-                        continue  # changed while the siblings were looked at
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
-                        break
-                    poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
-                    if self._durable is None:
-                        handle.changed.wait(remaining)  # every change notifies
-                    elif helper is None and handle.turn is not None:
-                        handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
-                    else:
-                        remote = True
-                if remote:
-                    # Another process has the turn (or will wake it), or this thread helps with
-                    # queued turns: watch the state for commits.
-                    assert self._durable is not None
-                    self._durable.store.wait_change(poll)
-                continue
-            if deadline is None or not stop_at_deadline:
-                job.run()
-                continue
-            with self._interrupt_at(owner, deadline) as fired:
-                job.run()
-            with owner.lock:
-                result = owner.record.result
-            if fired.is_set() and result is not None and result.status == "interrupted":
-                turns = result.turns if owner is handle else 0  # a sibling's turn is not this handle's
-                break
-        return AgentResult(text="", status="timeout", turns=turns, total_tokens=record.tokens, handle_id=record.id)
-
-    def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
-        """Inline: a sibling holding one of the parent's slots whose turn nobody started."""
-        parent = self._tree.parent(handle)
-        if parent is None:
-            return handle, None
-        with parent.lock:
-            siblings = [self._tree.get(child_id) for child_id in parent.record.children]
-        for sibling in siblings:
-            with sibling.lock:
-                if sibling is not handle and _runnable(sibling):
-                    return sibling, sibling.turn.job  # type: ignore[union-attr]
-        return handle, None
-
-    @contextlib.contextmanager
-    def _interrupt_at(self, handle: Handle, deadline: float) -> Iterator[threading.Event]:
-        """Interrupt ``handle`` at ``deadline`` from a short-lived timer thread, so that a
-        turn running on the waiting thread itself still stops when time is up."""
-        fired = threading.Event()
-
-        def fire() -> None:
-            fired.set()
-            self.interrupt(handle)
-
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), fire)
-        timer.name, timer.daemon = f"toolnexus-deadline {handle.id}", True
-        timer.start()
-        try:
-            yield fired
-        finally:
-            timer.cancel()
-            timer.join()
+        return self._waiter.next_result(handle, None, run_here=True)
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
@@ -759,7 +670,7 @@ class Runtime:
             result = self._await(handle)
         else:
             self.wake(handle, prompt)  # on a worker, so that time can run out on it
-            result = self._next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
+            result = self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
             if result.status == "timeout":
                 self.interrupt(handle)  # time is up: the run does not go on in the background
         if result.status != "pending":
@@ -945,7 +856,7 @@ class Runtime:
 
     def _unstarted(self, handle: Handle) -> bool:
         """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
-        return self._inline and (_runnable(handle) or handle.record.queued)
+        return self._inline and (runnable(handle) or handle.record.queued)
 
     def _stop_workers(self, deadline: float) -> None:
         shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
@@ -976,8 +887,3 @@ def _ended_in_failure(child: Handle) -> bool:
         child.sync()
         record = child.record
         return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
-
-
-def _runnable(handle: Handle) -> bool:
-    turn = handle.turn
-    return turn is not None and turn.job is not None and not turn.job.claimed
