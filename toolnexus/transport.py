@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import io
 import json
 import logging
 import random
@@ -32,6 +33,7 @@ from requests.structures import CaseInsensitiveDict
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ._cancel import CancelScope, TurnGate, current_scope, set_current_scope
+from ._http1 import MalformedReply, Reply, ReplyReader
 from .errors import Cancelled, LLMError, LLMTimeout
 
 log = logging.getLogger("toolnexus")
@@ -463,26 +465,28 @@ class Transport:
     def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any]) -> bytes:
         """One request on a pooled connection: what ``HTTPAdapter.send`` does, without the
         per-call work that never changes for this endpoint. The request line and headers
-        are worked out once; each request goes out in one write."""
+        are worked out once; each request goes out in one write, and the reply is read
+        with the deadline bounding the whole of it."""
         conn = pool._get_conn()  # handed to the calling thread's scope by the tracked pool
         try:
             conn.timeout = _remaining(deadline)
             if conn.sock is None:
                 conn.connect()
-            conn.sock.settimeout(_remaining(deadline))
-            conn.sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._direct_head, len(payload), payload))
-            reply = http.client.HTTPResponse(conn.sock, method="POST")
-            reply.begin()
-            if reply.getheader("Content-Encoding", "identity").lower() == "identity":
-                got.append(reply)  # nothing to decode: read it as it is
-            else:
-                got.append(_decoding(reply))
-            content = _read_body(got[0], deadline, conn.sock)
+            sock = conn.sock
+            sock.settimeout(_remaining(deadline))
+            sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._direct_head, len(payload), payload))
+            reader = ReplyReader(sock, deadline)
+            reply = reader.head()
+            got.append(reply)
+            content = reader.body(reply)
+            coding = reply.headers.get("Content-Encoding")
+            if coding is not None and coding.lower() != "identity":
+                content = _decoded(reply, content)
         except BaseException:
             conn.close()
             pool._put_conn(None)
             raise
-        if reply.will_close:
+        if reply.will_close or reader.leftover:
             conn.close()
         pool._put_conn(conn)
         return content
@@ -537,20 +541,17 @@ def _request_head(url: str, template: requests.PreparedRequest) -> bytes:
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
-def _decoding(reply: http.client.HTTPResponse) -> Any:
-    """A reply with a ``Content-Encoding``, wrapped so that reading it decodes it."""
-    return urllib3.response.HTTPResponse(
-        body=reply,
-        headers=urllib3.HTTPHeaderDict(reply.msg.items()),
+def _decoded(reply: Reply, content: bytes) -> bytes:
+    """The body of a reply with a ``Content-Encoding`` (gzip, deflate...), decoded."""
+    encoded = urllib3.response.HTTPResponse(
+        body=io.BytesIO(content),
+        headers=urllib3.HTTPHeaderDict(reply.headers.items()),
         status=reply.status,
-        version=reply.version,
-        reason=reply.reason,
         preload_content=False,
         decode_content=True,
-        original_response=reply,
-        enforce_content_length=True,
-        request_method="POST",
+        enforce_content_length=False,  # the framing was checked as the body was read
     )
+    return bytes(encoded.read(decode_content=True))
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -558,13 +559,11 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 def _read_body(raw: Any, deadline: float | None, sock: socket.socket | None) -> bytes:
-    """The whole body (``raw`` is a stdlib or a urllib3 response, read decoded); with a
-    deadline each read waits only for the time that is left, so a reply dripping one byte
-    at a time cannot outlast it."""
-    plain = isinstance(raw, http.client.HTTPResponse)
+    """The whole body of a urllib3 response, read decoded; with a deadline each read waits
+    only for the time that is left, so a reply dripping one byte at a time cannot outlast it."""
     try:
         if deadline is None:
-            return bytes(raw.read() if plain else raw.read(decode_content=True))
+            return bytes(raw.read(decode_content=True))
         parts: list[bytes] = []
         while True:
             remaining = deadline - time.monotonic()
@@ -572,14 +571,13 @@ def _read_body(raw: Any, deadline: float | None, sock: socket.socket | None) -> 
                 raise TimeoutError("the reply body did not complete before the deadline")
             if sock is not None:
                 sock.settimeout(remaining)
-            chunk = raw.read1(_READ_CHUNK) if plain else raw.read1(_READ_CHUNK, decode_content=True)
+            chunk = raw.read1(_READ_CHUNK, decode_content=True)
             if not chunk:
                 return b"".join(parts)
             parts.append(chunk)
     except BaseException:
         raw.close()
-        if not plain:
-            raw.release_conn()
+        raw.release_conn()
         raise
 
 
@@ -593,6 +591,7 @@ _CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((urllib3.exceptions.InvalidChunkLength, requests.exceptions.ChunkedEncodingError), "malformed chunked reply body"),
     ((http.client.IncompleteRead, urllib3.exceptions.IncompleteRead), "reply body cut short"),
     ((http.client.RemoteDisconnected,), "server closed the connection without a reply"),
+    ((MalformedReply,), "malformed reply"),
     ((TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError), "timed out"),
 )
 
