@@ -42,6 +42,8 @@ class _Otel:
         # Always W3C, whatever the global propagator: the carrier's format is ours to keep stable.
         self.propagator: Any = tracecontext.TraceContextTextMapPropagator()
         self.error: Any = trace.Status(trace.StatusCode.ERROR)
+        # The API's proxy tracer follows a provider set later, so one serves every Tracer.
+        self.tracer: Any = trace.get_tracer(_INSTRUMENTATION)
 
 
 _found: tuple[_Otel | None] | None = None
@@ -115,7 +117,7 @@ class Tracer:
         self.provider = provider or "_OTHER"
         otel = _otel() if enabled else None
         self._otel = otel
-        self._tracer: Any = otel.trace.get_tracer(_INSTRUMENTATION) if otel is not None else None
+        self._tracer: Any = otel.tracer if otel is not None else None
 
     def agent(
         self,

@@ -151,6 +151,7 @@ class _SharedSessions:
         self._sessions: dict[tuple[str, int], requests.Session] = {}
         self._leases: dict[tuple[str, int], int] = {}
         self._pools: dict[tuple[str, int], list[Any]] = {}  # connection pools used directly
+        self._pool_of: dict[tuple[tuple[str, int], str], Any] = {}  # (lease key, URL) -> its pool
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
 
     def lease(self, url: str, pool_size: int) -> tuple[tuple[str, int], requests.Session]:
@@ -165,11 +166,18 @@ class _SharedSessions:
             self._leases[key] = self._leases.get(key, 0) + 1
             return key, session
 
-    def direct_pool(self, key: tuple[str, int], adapter: HTTPAdapter, template: requests.PreparedRequest, send_kwargs: dict[str, Any]) -> Any:
-        """The adapter's connection pool for ``template``'s URL, remembered so that the
-        last release closes its connections (urllib3 leaves that to garbage collection)."""
-        pool = adapter.get_connection_with_tls_context(template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
+    def direct_pool(self, key: tuple[str, int], adapter: HTTPAdapter, prepared: _Prepared) -> Any:
+        """The adapter's connection pool for the prepared URL, found once for every
+        transport of the endpoint and remembered so that the last release closes its
+        connections (urllib3 leaves that to garbage collection)."""
         with self._lock:
+            pool = self._pool_of.get((key, prepared.url))
+        if pool is not None and pool.pool is not None:  # not closed (released, or evicted by the adapter)
+            return pool
+        send_kwargs = prepared.send_kwargs
+        pool = adapter.get_connection_with_tls_context(prepared.template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
+        with self._lock:
+            self._pool_of[(key, prepared.url)] = pool
             known = self._pools.setdefault(key, [])
             if not any(each is pool for each in known):
                 known.append(pool)
@@ -201,17 +209,29 @@ class _SharedSessions:
             del self._leases[key]
             session = self._sessions.pop(key)
             pools = self._pools.pop(key, [])
+            for each in [each for each in self._pool_of if each[0] == key]:
+                del self._pool_of[each]
         for pool in pools:
             pool.close()
         session.close()
 
 
-_Prepared = tuple[requests.PreparedRequest, dict[str, Any]]
+class _Prepared:
+    """What every POST to one URL shares: the prepared template (session headers and auth
+    merged), the environment's proxy / CA / cert settings, and for a direct exchange (the
+    library's own session, no proxy) its request line and headers as bytes."""
+
+    __slots__ = ("url", "template", "send_kwargs", "direct_head")
+
+    def __init__(self, url: str, template: requests.PreparedRequest, send_kwargs: dict[str, Any], direct_head: bytes | None) -> None:
+        self.url = url
+        self.template = template
+        self.send_kwargs = send_kwargs
+        self.direct_head = direct_head
 
 
 def _prepare(session: requests.Session, url: str, headers: dict[str, str], *, owned: bool) -> _Prepared:
-    """The prepared template (session headers and auth merged) and the environment's proxy
-    / CA / cert settings for ``url``: work that does not change between calls."""
+    """The per-URL work that does not change between calls (see ``_Prepared``)."""
     template = session.prepare_request(requests.Request("POST", url, headers={"Content-Type": "application/json", **headers}))
     settings = session.merge_environment_settings(url, {}, None, None, None)
     send_kwargs: dict[str, Any] = {
@@ -223,17 +243,21 @@ def _prepare(session: requests.Session, url: str, headers: dict[str, str], *, ow
     }
     if not owned:
         send_kwargs["allow_redirects"] = False
-    return template, send_kwargs
+        return _Prepared(url, template, send_kwargs, None)
+    direct = _URLLIB3_2 and not requests.utils.select_proxy(url, send_kwargs["proxies"])
+    return _Prepared(url, template, send_kwargs, _request_head(url, template) if direct else None)
 
 
 _SHARED = _SharedSessions()
 
 
+@functools.lru_cache(maxsize=_PREPARED_KEPT)
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{parts.port or ''}"
 
 
+@functools.lru_cache(maxsize=_PREPARED_KEPT)
 def public_url(url: str) -> str:
     """``url`` without credentials, query or fragment: safe to put in a message."""
     parts = urlsplit(url)
@@ -286,21 +310,18 @@ class Transport:
         self._lease: tuple[str, int] | None = None
         if session is None:
             self._lease, session = _SHARED.lease(url, pool_size)
-            self._template, self._send_kwargs = _SHARED.prepared(self._lease, session, url, headers)
+            self._prepared = _SHARED.prepared(self._lease, session, url, headers)
             # Our own session has no hooks, cookies or redirects to honour: its adapter is
             # called directly.
             self._adapter: HTTPAdapter | None = session.get_adapter(url)  # type: ignore[assignment]
-            direct = _URLLIB3_2 and not requests.utils.select_proxy(url, self._send_kwargs["proxies"])
-            self._direct_head = _request_head(url, self._template) if direct else None
         else:
             # A host's session goes through Session.send and keeps its hooks and cookies;
             # its settings are the host's to change, so they are read for each transport.
             adapter = session.get_adapter(url)
             if isinstance(adapter, HTTPAdapter):
                 track_host_adapter(adapter)
-            self._template, self._send_kwargs = _prepare(session, url, headers, owned=False)
+            self._prepared = _prepare(session, url, headers, owned=False)
             self._adapter = None
-            self._direct_head = None
         self._pool: Any = None
         self._session = session
         self._lock = threading.Lock()  # guards: _live, _closed
@@ -454,12 +475,12 @@ class Transport:
         """The connection pool to talk to directly, below ``HTTPAdapter.send``: for the
         library's own session with no proxy, unless ``HTTPAdapter.send`` has been replaced
         (by a mocking or instrumentation library), which is then honoured."""
-        if self._direct_head is None or HTTPAdapter.send is not _STOCK_SEND:
+        if self._prepared.direct_head is None or HTTPAdapter.send is not _STOCK_SEND:
             return None
         pool = self._pool
         if pool is None or pool.pool is None:  # first use, or closed with its session
             assert self._adapter is not None and self._lease is not None
-            pool = self._pool = _SHARED.direct_pool(self._lease, self._adapter, self._template, self._send_kwargs)
+            pool = self._pool = _SHARED.direct_pool(self._lease, self._adapter, self._prepared)
         return pool
 
     def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any]) -> bytes:
@@ -474,7 +495,7 @@ class Transport:
                 conn.connect()
             sock = conn.sock
             sock.settimeout(_remaining(deadline))
-            sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._direct_head, len(payload), payload))
+            sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._prepared.direct_head, len(payload), payload))
             reader = ReplyReader(sock, deadline)
             reply = reader.head()
             got.append(reply)
@@ -492,13 +513,13 @@ class Transport:
         return content
 
     def _send(self, payload: bytes, deadline: float | None) -> requests.Response:
-        prepared = self._template.copy()
-        prepared.body = payload
-        prepared.headers["Content-Length"] = str(len(payload))
+        request = self._prepared.template.copy()
+        request.body = payload
+        request.headers["Content-Length"] = str(len(payload))
         timeout = _remaining(deadline)
         if self._adapter is not None:
-            return self._adapter.send(prepared, timeout=timeout, **self._send_kwargs)
-        return self._session.send(prepared, timeout=timeout, **self._send_kwargs)
+            return self._adapter.send(request, timeout=timeout, **self._prepared.send_kwargs)
+        return self._session.send(request, timeout=timeout, **self._prepared.send_kwargs)
 
     def _decode(self, raw: Any, content: bytes) -> tuple[int | None, Any, LLMError | None]:
         status: int = raw.status
