@@ -168,3 +168,49 @@ def test_a_429_read_by_the_direct_path_still_gives_its_retry_after(serve):
     with Client(base_url=server.base_url, model="m", retries=1, retry_base_ms=60000) as client:
         assert run_in_thread(lambda: client.run("go"), HANG).text == "later"
     assert server.requests == 2
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced_at_once(serve):
+    body = completion("again")
+
+    def script(ex):
+        ex.reply(body)  # no "Connection: close", yet the server hangs up after the reply
+        ex.hang_up()
+
+    server = serve(script)
+    with Client(base_url=server.base_url, model="m", retries=0) as client:
+        texts = [run_in_thread(lambda: client.run("go"), HANG).text for _ in range(3)]
+    assert texts == ["again"] * 3
+    assert server.requests == 3
+    assert server.accepted == 3
+
+
+def test_an_interrupt_is_not_taken_for_a_closed_connection_and_retried(serve):
+    """A kept-alive connection shut down by ``interrupt`` ends the turn; it is not
+    replaced and the request is not sent again."""
+    import threading
+
+    from toolnexus import AgentDef, Runtime
+
+    body = completion("first")
+    headers_read = threading.Event()
+
+    def script(ex):
+        if ex.index == 1:
+            ex.reply(body)
+        else:
+            headers_read.set()
+            ex.stall()
+
+    server = serve(script)
+    rt = Runtime({"m": AgentDef("m", "Talks over HTTP.")}, base_url=server.base_url, model="m", retries=0)
+    try:
+        assert run_in_thread(lambda: rt.run_agent("m", "go"), HANG).text == "first"
+        h = rt.spawn(rt.root, "m")
+        rt.wake(h, "again")
+        assert headers_read.wait(HANG)
+        rt.interrupt(h)
+        assert run_in_thread(lambda: rt.wait(h, timeout=HANG), HANG).status == "interrupted"
+        assert server.requests == 2
+    finally:
+        run_in_thread(lambda: rt.close(rt.root), HANG)

@@ -73,13 +73,14 @@ class ReplyReader:
     """Reads one reply from ``sock``; bytes that arrive past its end mark the connection
     as not reusable (a server never sends unasked, so they can only be a broken reply)."""
 
-    __slots__ = ("_sock", "_deadline", "_buf", "_pos")
+    __slots__ = ("_sock", "_deadline", "_buf", "_pos", "_got_any")
 
     def __init__(self, sock: socket.socket, deadline: float | None) -> None:
         self._sock = sock
         self._deadline = deadline
         self._buf = b""
         self._pos = 0
+        self._got_any = False
 
     def _recv(self, size: int = _READ_SIZE) -> bytes:
         if self._deadline is not None:
@@ -94,6 +95,7 @@ class ReplyReader:
         data = self._recv()
         if not data:
             return False
+        self._got_any = True
         self._buf = self._buf[self._pos:] + data if self._pos else self._buf + data
         self._pos = 0
         return True
@@ -143,6 +145,11 @@ class ReplyReader:
                     return b"".join(parts)
                 parts.append(data)
         return b""
+
+    @property
+    def received(self) -> bool:
+        """Any byte of the reply has arrived."""
+        return self._got_any
 
     @property
     def leftover(self) -> bool:
