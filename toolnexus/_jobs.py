@@ -9,7 +9,7 @@ another thread is already running.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Callable
 
 
@@ -69,6 +69,29 @@ class Job:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def readier(executor: Executor | None) -> Callable[[], None] | None:
+    """Something that starts one idle worker in ``executor`` if it has none yet, or None.
+
+    Starting a thread blocks the starter until the new thread is scheduled, which on a
+    busy machine can take longer than a model round trip; called while a model call that
+    may fan out waits for its reply, it takes that wait off the fan-out.
+    """
+    if not isinstance(executor, ThreadPoolExecutor) or executor._threads:
+        return None
+
+    def ready() -> None:
+        try:
+            executor.submit(_idle)
+        except RuntimeError:  # shut down meanwhile: nothing to ready
+            pass
+
+    return ready
+
+
+def _idle() -> None:
+    """The job that leaves a new worker idle."""
 
 
 def submit(executor: Executor | None, job: Job) -> None:

@@ -365,8 +365,11 @@ class Transport:
             text = text.replace(secret, "***")
         return text
 
-    def post_json(self, body: dict[str, Any], *, scope: CancelScope | None = None, gate: TurnGate | None = None) -> Any:
+    def post_json(
+        self, body: dict[str, Any], *, scope: CancelScope | None = None, gate: TurnGate | None = None, while_waiting: Callable[[], None] | None = None
+    ) -> Any:
         """POST ``body`` and return the decoded JSON reply, retrying what may be retried.
+        ``while_waiting`` is called once, when a request is out and its reply awaited.
 
         Raises:
             LLMError: the endpoint failed past the retries (``LLMTimeout`` past the deadline).
@@ -374,11 +377,12 @@ class Transport:
         """
         payload = _ENCODE(body).encode("utf-8")
         scope = scope if scope is not None else CancelScope()
+        waiting = [while_waiting] if while_waiting is not None else []
         with self._registered(scope):
             attempt = 0
             while True:
                 try:
-                    status, reply, error = self._attempt(payload, scope, gate)
+                    status, reply, error = self._attempt(payload, scope, gate, waiting)
                 except LLMTimeout as timeout:
                     if self._on_error is not None:  # observed, but a timeout is never retried
                         self._ask_on_error(timeout, None, attempt, False)
@@ -434,24 +438,24 @@ class Transport:
             return False
         return retryable
 
-    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None) -> tuple[int | None, Any, LLMError | None]:
+    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None, waiting: list[Callable[[], None]]) -> tuple[int | None, Any, LLMError | None]:
         """One exchange under the gate. Returns (status, reply-or-response, error); raises
         what is never retried (a timeout, a cancellation)."""
         if scope.cancelled:
             raise Cancelled("interrupted before the model call")
         if gate is None:
-            return self._exchange(payload, scope)
+            return self._exchange(payload, scope, waiting)
         with gate.held(scope):
-            return self._exchange(payload, scope)
+            return self._exchange(payload, scope, waiting)
 
-    def _exchange(self, payload: bytes, scope: CancelScope) -> tuple[int | None, Any, LLMError | None]:
+    def _exchange(self, payload: bytes, scope: CancelScope, waiting: list[Callable[[], None]]) -> tuple[int | None, Any, LLMError | None]:
         deadline = time.monotonic() + self._timeout if self._timeout is not None else None
         direct = self._direct_pool()
         set_current_scope(scope)
         got: list[Any] = []  # the response, once its headers are in
         try:
             if direct is not None:
-                content = self._exchange_direct(direct, payload, deadline, got, scope)
+                content = self._exchange_direct(direct, payload, deadline, got, scope, waiting)
             else:
                 got.append(self._send(payload, deadline).raw)
                 content = _read_body(got[0], deadline, getattr(getattr(got[0], "_connection", None), "sock", None))
@@ -488,7 +492,9 @@ class Transport:
             pool = self._pool = _SHARED.direct_pool(self._lease, self._adapter, self._prepared)
         return pool
 
-    def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any], scope: CancelScope) -> bytes:
+    def _exchange_direct(
+        self, pool: Any, payload: bytes, deadline: float | None, got: list[Any], scope: CancelScope, waiting: list[Callable[[], None]]
+    ) -> bytes:
         """One request on a pooled connection: what ``HTTPAdapter.send`` does, without the
         per-call work that never changes for this endpoint. The request line and headers
         are worked out once; each request goes out in one write, and the reply is read
@@ -508,6 +514,8 @@ class Transport:
                 sock = conn.sock
                 sock.settimeout(_remaining(deadline))
                 sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._prepared.direct_head, len(payload), payload))
+                if waiting:
+                    waiting.pop()()  # overlaps the model's work on the reply
                 reader = ReplyReader(sock, deadline)
                 reply = reader.head()
                 got.append(reply)
