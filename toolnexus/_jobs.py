@@ -30,7 +30,8 @@ class Job:
         self._fn = fn
         self._lock = threading.Lock()  # guards: _claimed
         self._claimed = False
-        self._done = threading.Event()
+        self._done = threading.Lock()  # held until the job has run: cheaper than an Event
+        self._done.acquire()
         self._value: Any = None
         self._error: BaseException | None = None
 
@@ -60,12 +61,13 @@ class Job:
         finally:
             _local.depth -= 1
             self._fn = None  # type: ignore[assignment]
-            self._done.set()
+            self._done.release()
 
     def result(self) -> Any:
         """The job's value (or its exception); runs it here if nobody has started it."""
         self.run()
-        self._done.wait()  # the claiming thread is running it and always sets _done
+        with self._done:  # the claiming thread is running it and always releases _done
+            pass
         if self._error is not None:
             raise self._error
         return self._value
