@@ -12,31 +12,37 @@
 
 No event loop, no background queue: the view calls ``Runtime.run_agent`` and blocks its
 worker thread until the team settles or suspends. A suspended team holds no thread and
-spends no tokens until the answer arrives. One ``Runtime`` per app, closed at exit (or
-call ``app.extensions["toolnexus"].close()``).
+spends no tokens until the answer arrives.
+
+With ``state="runs.db"`` (a SQLite file, or a ``postgresql://`` URL) the runs live in the
+state, not in the process: a run id is its handle's place in the stored tree, so any
+worker process of a multi-process server can answer a run another one started, and a
+pending run survives a restart. Each worker builds its own ``Runtime`` (gunicorn calls the
+factory after fork) and lets go of the tree at exit.
 
 Self-check (scripted model, offline):   python examples/flask_approval.py
+Several worker processes, offline:
+    gunicorn -w 2 --chdir examples "flask_approval:offline_app('runs.db')"
 Against a real OpenAI-compatible endpoint:
-    flask --app "examples/flask_approval:create_app(base_url='http://localhost:11434/v1', model='llama3.1')" run
+    flask --app "examples/flask_approval:create_app(base_url='http://localhost:11434/v1', model='llama3.1', state='runs.db')" run
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
-import uuid
 from typing import Any, Callable
 
-import attrs
 from flask import Flask, jsonify, request
 
 from toolnexus import (
     AgentDef,
     AgentResult,
     Answer,
-    Request,
     Runtime,
     ToolContext,
+    UnknownHandle,
     UnknownRequest,
     WireError,
     make_request,
@@ -66,81 +72,78 @@ TEAM = {
     "billing": AgentDef("billing", "Issues refunds", soul="You issue refunds with the issue_refund tool.", tools=(issue_refund,)),
 }
 
-
-@attrs.define
-class Run:
-    handle_id: str
-    result: AgentResult
-    answering: bool = False
-
-    @property
-    def pending(self) -> Request | None:
-        return self.result.pending if self.result.status == "pending" else None
+_RUN_PREFIX = "root/"
 
 
 class Runs:
-    """The app's one Runtime and the runs it started, by run id."""
+    """The app's one Runtime; a run is a handle under its root, found by id in the tree."""
 
-    def __init__(self, rt: Runtime, entry: str) -> None:
+    def __init__(self, rt: Runtime, entry: str, durable: bool) -> None:
         self.rt = rt
         self.entry = entry
-        self._lock = threading.Lock()  # guards: _runs and each Run's fields
-        self._runs: dict[str, Run] = {}
+        self._durable = durable
+        self._lock = threading.Lock()  # guards: _closed
         self._closed = False
 
-    def start(self, prompt: str) -> tuple[str, Run]:
+    def start(self, prompt: str) -> tuple[str, AgentResult]:
         result = self.rt.run_agent(self.entry, prompt)  # blocks this request's thread
-        run_id = f"run_{uuid.uuid4().hex[:12]}"
-        run = Run(handle_id=result.handle_id, result=result)
-        with self._lock:
-            self._runs[run_id] = run
-        return run_id, run
+        return result.handle_id.removeprefix(_RUN_PREFIX), result
 
-    def get(self, run_id: str) -> Run | None:
-        with self._lock:
-            return self._runs.get(run_id)
-
-    def claim(self, run_id: str, answer: Answer) -> tuple[int, dict[str, Any]] | Run:
-        """Check the answer against the run's own pending request and mark it in hand."""
-        with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                return 404, {"error": f"no run {run_id!r}"}
-            if run.pending is None or run.answering:
-                return 409, {"error": f"run {run_id} is not waiting for an answer", "status": run.result.status}
-            if answer.id != run.pending.id:
-                return 409, {"error": f"answer {answer.id!r} does not match the pending request {run.pending.id!r}", "pending": to_wire(run.pending)}
-            run.answering = True
-            return run
-
-    def answer(self, run: Run, answer: Answer) -> Run:
+    def get(self, run_id: str) -> AgentResult | None:
+        """The run's latest result, or ``None`` for an unknown run."""
+        if "/" in run_id:
+            return None
         try:
-            self.rt.resume(answer)
-            result = self.rt.wait(run.handle_id)
-        except BaseException:
-            with self._lock:
-                run.answering = False
-            raise
+            return self.rt.wait(_RUN_PREFIX + run_id, timeout=0)
+        except UnknownHandle:
+            return None
+
+    def answer(self, run_id: str, answer: Answer) -> tuple[int, dict[str, Any]] | AgentResult:
+        """Resume the run with ``answer`` if it is the one its pending request waits for."""
+        handle = _RUN_PREFIX + run_id
+        latest = self.get(run_id)
+        if latest is None:
+            return 404, {"error": f"no run {run_id!r}"}
+        pending = self.rt.inspect(handle).pending
+        if pending is None:
+            return 409, {"error": f"run {run_id} is not waiting for an answer", "status": latest.status}
+        if answer.id != pending.id:
+            return 409, {"error": f"answer {answer.id!r} does not match the pending request {pending.id!r}", "pending": to_wire(pending)}
+        try:
+            self.rt.resume(answer)  # exactly one resume per request wins, across processes
+        except UnknownRequest as exc:
+            return 409, {"error": str(exc)}
+        result = self.rt.wait(handle)
         if result.status != "pending":
-            self.rt.close(run.handle_id)
-        with self._lock:
-            run.result, run.answering = result, False
-        return run
+            self.rt.close(handle)
+        return result
 
     def close(self) -> None:
+        """Let go at exit: a durable tree stays for the other workers; a memory one closes."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        self.rt.close(self.rt.root)
+        if self._durable:
+            self.rt.release()
+        else:
+            self.rt.close(self.rt.root)
         atexit.unregister(self.close)
 
 
-def _reply(run_id: str, run: Run) -> Any:
-    if run.pending is not None:
-        body = {"run": run_id, "status": "pending", "pending": to_wire(run.pending)}
-        return jsonify(body), 202, {"Location": f"/runs/{run_id}"}
-    return jsonify({"run": run_id, "status": run.result.status, "result": to_wire(run.result)}), 200
+def posted_prompt() -> str | None:
+    """The request's JSON ``{"prompt": "..."}``, or ``None`` when it has no usable prompt."""
+    body = request.get_json(silent=True)
+    prompt = body.get("prompt") if isinstance(body, dict) else None
+    return prompt if isinstance(prompt, str) and prompt.strip() else None
+
+
+def _reply(run_id: str, result: AgentResult) -> Any:
+    headers = {"X-Served-By": str(os.getpid())}
+    if result.status == "pending" and result.pending is not None:
+        body = {"run": run_id, "status": "pending", "pending": to_wire(result.pending)}
+        return jsonify(body), 202, {"Location": f"/runs/{run_id}", **headers}
+    return jsonify({"run": run_id, "status": result.status, "result": to_wire(result)}), 200, headers
 
 
 def create_app(
@@ -151,23 +154,26 @@ def create_app(
     api_key: str | None = None,
     registry: dict[str, Any] | None = None,
     entry: str = "support",
+    state: str | None = None,
     **runtime_options: Any,
 ) -> Flask:
-    """The app; give ``generate`` (an in-process model) or ``base_url`` (an endpoint)."""
+    """The app; give ``generate`` (an in-process model) or ``base_url`` (an endpoint), and a
+    ``state`` to keep runs across processes and restarts."""
+    if state is not None:
+        runtime_options["state"] = state
     rt = Runtime(registry or TEAM, generate=generate, base_url=base_url, model=model, api_key=api_key, **runtime_options)
-    runs = Runs(rt, entry)
+    runs = Runs(rt, entry, durable=state is not None)
     atexit.register(runs.close)
     app = Flask(__name__)
     app.extensions["toolnexus"] = runs
 
     @app.post("/runs")
     def start_run() -> Any:
-        body = request.get_json(silent=True)
-        prompt = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
+        prompt = posted_prompt()
+        if prompt is None:
             return jsonify({"error": 'send JSON {"prompt": "..."}'}), 400
-        run_id, run = runs.start(prompt)
-        return _reply(run_id, run)
+        run_id, result = runs.start(prompt)
+        return _reply(run_id, result)
 
     @app.post("/runs/<run_id>/answer")
     def answer_run(run_id: str) -> Any:
@@ -175,24 +181,25 @@ def create_app(
             answer = from_json(Answer, request.get_data())  # strict: no NaN, no deep nesting
         except WireError as exc:
             return jsonify({"error": str(exc)}), 400
-        claimed = runs.claim(run_id, answer)
-        if not isinstance(claimed, Run):
-            status, body = claimed
+        outcome = runs.answer(run_id, answer)
+        if not isinstance(outcome, AgentResult):
+            status, body = outcome
             return jsonify(body), status
-        try:
-            run = runs.answer(claimed, answer)
-        except UnknownRequest as exc:  # cancelled meanwhile (e.g. interrupted)
-            return jsonify({"error": str(exc)}), 409
-        return _reply(run_id, run)
+        return _reply(run_id, outcome)
 
     @app.get("/runs/<run_id>")
     def show_run(run_id: str) -> Any:
-        run = runs.get(run_id)
-        if run is None:
+        result = runs.get(run_id)
+        if result is None:
             return jsonify({"error": f"no run {run_id!r}"}), 404
-        return _reply(run_id, run)
+        return _reply(run_id, result)
 
     return app
+
+
+def offline_app(state: str) -> Flask:
+    """The app on the scripted model, runs kept in ``state``: for a multi-process server."""
+    return create_app(generate=scripted_model(), state=state)
 
 
 def scripted_model() -> ScriptedModel:
@@ -239,7 +246,7 @@ def self_check() -> None:
 
         quick = client.post("/runs", json={"prompt": "Where is my parcel?"})
         assert quick.status_code == 200 and quick.get_json()["status"] == "done"
-        assert client.post("/runs/run_nope/answer", json={"id": "x", "ok": True}).status_code == 404
+        assert client.post("/runs/nope.1/answer", json={"id": "x", "ok": True}).status_code == 404
     finally:
         app.extensions["toolnexus"].close()
     print(f"  {result['text']}")

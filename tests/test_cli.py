@@ -342,3 +342,59 @@ def test_approver_decisions() -> None:
 def test_the_sample_team_file_loads() -> None:
     team = load_team(str(EXAMPLES / "team.toml"))
     assert team.entry == "coordinator" and set(team.registry) == {"coordinator", "researcher", "writer"}
+
+
+# --- durable runs: run --state, answer, show ---------------------------------------------------
+
+
+def test_run_with_state_leaves_a_pending_run_and_answer_finishes_it_in_a_new_process(approval_team: Path, tmp_path: Path) -> None:
+    state = str(tmp_path / "runs.db")
+    proc = toolnexus_cmd("run", str(approval_team), "ship it", "--state", state, "--no-input", "--no-tree")
+    assert proc.returncode == 2, proc.stderr
+    request_id = re.search(r"id:\s+(req_\w+)", proc.stdout).group(1)
+    assert "kind:   approval" in proc.stdout and "prompt: Deploy api to production?" in proc.stdout
+    assert f"toolnexus answer {approval_team} {request_id} --state {state} --yes" in proc.stdout
+
+    shown = toolnexus_cmd("show", "--state", state)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"root/ops\.1\s+suspended", shown.stdout)
+    assert "open requests: 1" in shown.stdout and request_id in shown.stdout
+
+    answered = toolnexus_cmd("answer", str(approval_team), request_id, "--state", state, "--yes", "--json", "--no-tree")
+    assert answered.returncode == 0, answered.stderr
+    result = json.loads(answered.stdout)
+    assert (result["status"], result["text"]) == ("done", "outcome: deployed api")
+
+    again = toolnexus_cmd("answer", str(approval_team), request_id, "--state", state, "--yes")
+    assert again.returncode == 1
+    assert "no run" in again.stderr and request_id in again.stderr
+    final = toolnexus_cmd("show", "--state", state)
+    assert re.search(r"root/ops\.1\s+closed", final.stdout) and "open requests: 0" in final.stdout
+
+
+def test_answer_no_declines_the_stored_request(approval_team: Path, tmp_path: Path) -> None:
+    state = str(tmp_path / "runs.db")
+    proc = toolnexus_cmd("run", str(approval_team), "ship it", "--state", state, "--no-input", "--json", "--no-tree")
+    assert proc.returncode == 2, proc.stderr
+    request_id = json.loads(proc.stdout)["pending"]["id"]
+    assert "toolnexus answer" in proc.stderr  # with --json the hint goes to stderr
+    answered = toolnexus_cmd("answer", str(approval_team), request_id, "--state", state, "--no", "--json", "--no-tree")
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["text"] == "outcome: declined: Deploy api to production?"
+
+
+def test_a_team_file_names_its_state(approval_team: Path) -> None:
+    approval_team.write_text(approval_team.read_text() + '[state]\npath = "ops-runs.db"\n')
+    proc = toolnexus_cmd("run", str(approval_team), "ship it", "--no-input", "--json", "--no-tree")
+    assert proc.returncode == 2, proc.stderr
+    assert (approval_team.parent / "ops-runs.db").exists()
+    request_id = json.loads(proc.stdout)["pending"]["id"]
+    answered = toolnexus_cmd("answer", str(approval_team), request_id, "--yes", "--json", "--no-tree")
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["status"] == "done"
+
+
+def test_show_of_a_state_without_the_tree_says_so(tmp_path: Path) -> None:
+    proc = toolnexus_cmd("show", "--state", str(tmp_path / "empty.db"), "--runtime-id", "nothing")
+    assert proc.returncode == 2
+    assert "no tree 'nothing'" in proc.stdout

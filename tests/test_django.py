@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -28,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "django_approval"
 WORKERS, THREADS = 2, 4
 RUN_TIMEOUT = 1.0  # seconds a view gives one run in these tests
-SLACK = 5.0  # on a loaded 2-core machine, far below anything that would be a hang
+SLACK = 5.0
+STATE_POOL = 4  # toolnexus.django.state.POSTGRES_POOL_SIZE  # on a loaded 2-core machine, far below anything that would be a hang
 _orders = itertools.count(1)
 
 
@@ -155,6 +157,15 @@ class Gunicorn:
         assert self.post("/orders/", {"number": number, "amount": amount}).status_code == 201
         return number
 
+    def kill_worker(self, pid: int) -> None:
+        """SIGKILL one worker process; returns once gunicorn has booted its replacement."""
+        booted = sum("Booting worker" in line for line in self.log)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while sum("Booting worker" in line for line in self.log) <= booted:
+            assert time.monotonic() < deadline, "gunicorn did not replace the killed worker:\n" + "".join(self.log)
+            time.sleep(0.05)
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -222,18 +233,30 @@ def test_a_worker_thread_tool_blocked_by_the_views_row_lock_times_out(database, 
     assert server.get(f"/orders/{order}/")["refunds"] == 0
 
 
-def test_an_approval_is_asked_and_answered_inline_in_one_process(database, servers):
-    server = servers(database, workers=1)  # the waiting run lives in this process's memory
+def test_an_approval_asked_by_one_worker_is_answered_by_another(database, servers):
+    server = servers(database, workers=2)
     order = server.new_order("80.00")
     asked = server.post("/complaints/", {"order": order, "text": "Refund please"})
     assert asked.status_code == 202, asked.text
     pending = asked.json()["pending"]
     assert pending["kind"] == "approval" and pending["prompt"] == f"Refund 80.00 EUR on order {order}?"
     assert server.get(f"/orders/{order}/")["refunds"] == 0
+    server.kill_worker(int(asked.headers["X-Served-By"]))  # the run now lives only in the database
     done = server.post("/answers/", {"id": pending["id"], "ok": True})
     assert done.status_code == 200 and "refunded 80.00 EUR" in done.json()["reply"], done.text
+    assert done.headers["X-Served-By"] != asked.headers["X-Served-By"]
     assert server.get(f"/orders/{order}/") == {"order": order, "status": "refunded", "refunds": 1, "complaints": 1}
     assert server.post("/answers/", {"id": pending["id"], "ok": True}).status_code == 404
+
+
+def test_concurrent_answers_to_one_request_resume_the_run_once(database, servers):
+    server = servers(database, workers=2)
+    order = server.new_order("90.00")
+    pending = server.post("/complaints/", {"order": order, "text": "Refund please"}).json()["pending"]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        codes = sorted(pool.map(lambda _: server.post("/answers/", {"id": pending["id"], "ok": True}).status_code, range(4)))
+    assert codes.count(200) == 1 and set(codes) <= {200, 404, 409}, codes
+    assert server.get(f"/orders/{order}/") == {"order": order, "status": "refunded", "refunds": 1, "complaints": 1}
 
 
 # --- connections ---------------------------------------------------------------------------------
@@ -251,6 +274,8 @@ def test_200_requests_leave_no_more_postgresql_sessions_than_gunicorn_threads(pg
         statuses = list(pool.map(complain, range(200)))
     assert statuses == ["done"] * 200
     assert 0 < pg_db.settled_sessions(server.application, WORKERS * THREADS) <= WORKERS * THREADS
+    if inline:  # the runs' state: a small pool of its own per worker, and one LISTEN session
+        assert pg_db.sessions(f"{server.application} toolnexus") <= WORKERS * (STATE_POOL + 1)
 
 
 @pytest.mark.parametrize("inline", [True, False], ids=["inline", "worker-threads"])
@@ -274,6 +299,6 @@ def test_requests_still_finish_after_postgresql_ends_the_sites_sessions(pg_db, s
 def test_manage_py_test_runs_an_agent_in_a_testcase_and_drops_its_database(database):
     done = manage(database, "test", "complaints", "--noinput")
     assert done.returncode == 0, done.stderr
-    assert "Ran 3 tests" in done.stderr and "OK" in done.stderr
+    assert "Ran 6 tests" in done.stderr and "OK" in done.stderr
     if database.kind == "postgresql":
         assert database.admin("SELECT datname FROM pg_database WHERE datname = %s", f"test_{database.name}") == []

@@ -3,29 +3,13 @@ connection hygiene for worker threads (the project under gunicorn is in test_dja
 
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
 import threading
-from pathlib import Path
 
 import pytest
 
 django = pytest.importorskip("django")
 
-from django.conf import settings  # noqa: E402
-
-if not settings.configured:
-    _folder = tempfile.mkdtemp(prefix="toolnexus-django-")
-    atexit.register(shutil.rmtree, _folder, True)
-    settings.configure(
-        INSTALLED_APPS=["toolnexus.django"],
-        # A file, not ":memory:": Django never closes an in-memory SQLite connection.
-        DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(Path(_folder) / "db.sqlite3")}},
-        TOOLNEXUS={"registry": "test_django_app.TEAM", "generate": "test_django_app.answer", "model": "m"},
-    )
-    django.setup()
-
+import _django_site  # noqa: E402,F401  (configures the in-process site)
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
@@ -106,3 +90,10 @@ def test_closing_connections_leaves_a_connection_inside_atomic_alone():
         with closing_connections():
             connection.ensure_connection()
         assert connection.connection is not None and connection.in_atomic_block
+
+
+def test_the_database_state_with_worker_threads_is_a_check_warning():
+    with override_settings(TOOLNEXUS={"registry": TEAM, "state": "django", "inline": False}):
+        assert [message.id for message in check_settings()] == ["toolnexus.W001"]
+    with override_settings(TOOLNEXUS={"registry": TEAM, "state": "django"}):
+        assert check_settings() == []

@@ -154,7 +154,7 @@ def test_transitions_of_a_suspension_and_resume(setup):
     assert result.status == "done"
     assert result.text == "finished:approved:yes"
     assert rt.transitions(h) == arrows(
-        ("idle", "running"), ("running", "suspended"), ("suspended", "running"), ("running", "idle")
+        ("idle", "running"), ("running", "suspended"), ("suspended", "idle"), ("idle", "running"), ("running", "idle")
     )
 
 

@@ -454,6 +454,19 @@ def test_runtime_resume_continues_child_from_checkpoint(suspended):
     assert rt.inspect(handle).children == ["root/boss.1/worker.1"]
 
 
+def test_runtime_resume_goes_through_idle_on_every_handle_of_the_path(suspended):
+    rt, _, _, handle, result = suspended
+    rt.resume(make_answer(result.pending.id, True))
+    run_in_thread(lambda: rt.wait(handle))
+    arrow = "\u2192"
+    through_idle = [f"suspended{arrow}idle", f"idle{arrow}running"]
+    for each in (handle.id, "root/boss.1/worker.1"):
+        recorded = rt.transitions(each)
+        at = recorded.index(f"running{arrow}suspended") + 1
+        assert recorded[at : at + 2] == through_idle
+        assert f"suspended{arrow}running" not in recorded
+
+
 def test_runtime_resume_replays_parent_and_reattaches(suspended):
     rt, model, _, handle, result = suspended
     rt.resume(make_answer(result.pending.id, True))

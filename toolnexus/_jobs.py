@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 
 _local = threading.local()
@@ -106,11 +106,20 @@ def submit(executor: Executor | None, job: Job) -> None:
         pass
 
 
-def run_all(executor: Executor | None, fns: list[Callable[[], Any]]) -> list[Any]:
-    """Run ``fns`` concurrently on ``executor`` and this thread; results in the given order."""
+def run_all(executor: Executor | None, fns: list[Callable[[], Any]], here: Sequence[bool] | None = None) -> list[Any]:
+    """Run ``fns`` concurrently on ``executor`` and this thread; results in the given order.
+
+    ``here`` marks the functions this thread runs itself, in order, while the others run
+    on the executor (by default the first one).
+    """
     if len(fns) == 1:
         return [fns[0]()]
     jobs = [Job(fn) for fn in fns]
-    for job in jobs[1:]:
-        submit(executor, job)
+    mine = list(here) if here is not None else [index == 0 for index in range(len(jobs))]
+    for job, local in zip(jobs, mine):
+        if not local:
+            submit(executor, job)
+    for job, local in zip(jobs, mine):
+        if local:
+            job.run()
     return [job.result() for job in jobs]

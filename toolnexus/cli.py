@@ -1,4 +1,4 @@
-"""The ``toolnexus`` command: ``demo``, ``run TEAM.toml "prompt"`` and ``--version``.
+"""The ``toolnexus`` command: ``demo``, ``run TEAM.toml "prompt"``, ``answer``, ``show`` and ``--version``.
 
 Standard library only (``argparse``, ``tomllib``). The live tree and the approval prompts
 live in ``console``; team files are read and checked by ``teamfile``.
@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import IO, Any, Callable, Sequence
 
 from . import __version__
 from .console import Approver, LiveTree, tree_lines
-from .data import AgentResult, Answer, Request
-from .errors import ToolnexusError
+from .data import AgentResult, Answer, Request, make_answer
+from .errors import ToolnexusError, UnknownRequest
 from .runtime import Runtime
 from .teamfile import STYLES, Team, TeamFileError, load_team
 
@@ -104,7 +105,30 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
     run.add_argument("--entry", help="the agent to run (overrides entry)")
     run.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
+    run.add_argument("--state", metavar="FILE", help="keep the run in this SQLite file (or postgresql:// URL), so a pending run outlives the command (overrides [state] path)")
     approvals(run, no_input=True)
+
+    answer = commands.add_parser(
+        "answer",
+        help="answer a request a run left pending in a state, and continue it",
+        description="Continue the run that stopped on REQUEST_ID (see `toolnexus run ... --state FILE --no-input`). "
+        "Exit status as for run.",
+    )
+    answer.add_argument("team", metavar="TEAM.toml")
+    answer.add_argument("request_id", metavar="REQUEST_ID")
+    answer.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
+    decision = answer.add_mutually_exclusive_group(required=True)
+    decision.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve the request")
+    decision.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline the request")
+    answer.add_argument("--base-url", help="model endpoint (overrides [connection] base_url)")
+    answer.add_argument("--model", help="model name (overrides [connection] model)")
+    answer.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
+    answer.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
+    answer.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+
+    show = commands.add_parser("show", help="print a stored tree and its open requests", description="Print every handle of a stored tree (id, state, turns, tokens) and the requests waiting for an answer.")
+    show.add_argument("--state", metavar="FILE", required=True, help="the SQLite file (or postgresql:// URL) to read")
+    show.add_argument("--runtime-id", default="default", help="which tree of the state (default: default)")
     return parser
 
 
@@ -118,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(args)
+        if args.command == "show":
+            return _show(args)
+        if args.command == "answer":
+            return _answer(args)
         return _run(args)
     except ToolnexusError as exc:
         sys.stderr.write(f"toolnexus: error: {exc}\n")
@@ -135,7 +163,8 @@ def _demo(args: argparse.Namespace) -> int:
     out.write(f"prompt: {PROMPT}\n\n")
     out.flush()
     rt = Runtime(registry(), generate=scripted_model(max(0.0, args.delay)))
-    return _execute(rt, ENTRY, PROMPT, Approver(args.decision, sys.stdin, out), out, show_tree=not args.no_tree)
+    approver = Approver(args.decision, sys.stdin, out)
+    return _execute(rt, lambda tree: drive(rt, ENTRY, PROMPT, approver, tree), out, show_tree=not args.no_tree)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -143,6 +172,67 @@ def _run(args: argparse.Namespace) -> int:
     entry = args.entry or team.entry
     if entry not in team.registry:
         raise TeamFileError(f"--entry {entry!r} is not defined in {args.team} (agents: {', '.join(sorted(team.registry))})")
+    state = args.state or team.state
+    options = _connection_options(args, team)
+    if state:
+        options["state"] = state
+    rt = Runtime(team.registry, **options)
+    display = sys.stderr if args.json else sys.stdout
+    approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
+    return _execute(rt, lambda tree: drive(rt, entry, args.prompt, approver, tree), display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
+
+
+def _answer(args: argparse.Namespace) -> int:
+    team = load_team(args.team)
+    state = args.state or team.state
+    if not state:
+        raise TeamFileError(f"no state to answer from: give --state FILE or set [state] path in {args.team}")
+    rt = Runtime(team.registry, **_connection_options(args, team), state=state)
+    try:
+        request = next((r for r in rt.open_requests() if r.id == args.request_id), None)
+        if request is None:
+            raise UnknownRequest(f"no run in {state} is waiting on request {args.request_id!r} (answered, cancelled, or never asked)")
+    except BaseException:
+        rt.release()
+        raise
+    answer = make_answer(request.id, args.decision, reason=None if args.decision else "declined")
+    path = (request.data or {}).get("path") or []
+    top = "/".join(path[:2])
+    display = sys.stderr if args.json else sys.stdout
+
+    def continued(tree: LiveTree) -> AgentResult:
+        rt.resume(answer)
+        result = rt.wait(top)
+        if result.status != "pending":
+            rt.close(top)
+        return result
+
+    return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .state import DurableTree, open_state, stored_views
+
+    store = open_state(args.state)
+    try:
+        tree = DurableTree(store, args.runtime_id)
+        views = stored_views(tree)
+        out = sys.stdout
+        if not views:
+            out.write(f"no tree {args.runtime_id!r} in {args.state}\n")
+            return EXIT_UNFINISHED
+        out.write("\n".join(tree_lines(views)) + "\n")
+        requests = tree.open_requests()
+        out.write(f"\nopen requests: {len(requests)}\n")
+        for request in requests:
+            out.write(f"  {request.id}  {request.kind}  {request.prompt}  (at {'/'.join((request.data or {}).get('path', []))})\n")
+        out.flush()
+        return EXIT_DONE
+    finally:
+        store.close()
+
+
+def _connection_options(args: argparse.Namespace, team: Team) -> dict[str, Any]:
     connection = team.connection
     base_url = args.base_url or connection.get("base_url")
     if not base_url:
@@ -162,27 +252,24 @@ def _run(args: argparse.Namespace) -> int:
     for key in ("timeout_ms", "retries", "request_params"):
         if key in connection:
             options[key] = connection[key]
-    rt = Runtime(team.registry, **options)
-    display = sys.stderr if args.json else sys.stdout
-    approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
-    return _execute(rt, entry, args.prompt, approver, display, show_tree=not args.no_tree, as_json=args.json)
+    return options
 
 
 def _execute(
     rt: Runtime,
-    entry: str,
-    prompt: str,
-    approver: Callable[[Request], Answer] | None,
+    work: Callable[[LiveTree], AgentResult],
     display: IO[str],
     *,
     show_tree: bool,
     as_json: bool = False,
+    resume_hint: tuple[str, str | None] | None = None,
 ) -> int:
     from .wire import to_json
 
+    durable = resume_hint is not None and resume_hint[1] is not None
     try:
         with LiveTree(rt, display, enabled=show_tree) as tree:
-            result = drive(rt, entry, prompt, approver, tree)
+            result = work(tree)
         if as_json:
             sys.stdout.write(to_json(result) + "\n")
             sys.stdout.flush()
@@ -190,6 +277,18 @@ def _execute(
             _summary(rt, result, display)
         if result.status == "error":
             sys.stderr.write(f"toolnexus: the run failed: {result.text}\n")
+        if durable and result.status == "pending" and result.pending is not None:
+            assert resume_hint is not None
+            _answer_hint(result.pending, resume_hint[0], str(resume_hint[1]), display)
         return _exit_code(result)
     finally:
-        rt.close(rt.root, force=True)
+        if durable:
+            rt.release()  # the pending run stays in the state for `toolnexus answer`
+        else:
+            rt.close(rt.root, force=True)
+
+
+def _answer_hint(request: Request, team: str, state: str, out: IO[str]) -> None:
+    out.write(f"\nwaiting for an answer:\n  id:     {request.id}\n  kind:   {request.kind}\n  prompt: {request.prompt}\n")
+    out.write(f"answer it with:\n  toolnexus answer {shlex.quote(team)} {request.id} --state {shlex.quote(state)} --yes   (or --no)\n")
+    out.flush()

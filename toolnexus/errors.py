@@ -71,3 +71,15 @@ class UnknownRequest(ToolnexusError, LookupError):
 
 class ConfigError(ToolnexusError, ValueError):
     """A constructor was given options that cannot work together."""
+
+
+class StateError(ToolnexusError):
+    """The durable state could not be reached, or a commit failed after its retries.
+
+    Nothing of the change that raised it was written.
+    """
+
+
+class DispatchError(ToolnexusError):
+    """A turn's message could not be sent (a broker that is down): the turn stays queued in
+    the state and the runtime's sweep sends it again."""

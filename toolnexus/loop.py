@@ -14,17 +14,17 @@ import json
 import logging
 import time
 from concurrent.futures import Executor
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Protocol
 
 import attrs
 
 from . import _jobs, tracing
-from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
+from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
 from .styles._usage import Once
 from .toolkit import Toolkit
-from .tools import ToolContext
+from .tools import ToolContext, failure, suspend
 from ._cancel import CancelScope, TurnGate
 
 log = logging.getLogger("toolnexus")
@@ -63,12 +63,40 @@ class Engine:
 
     model: ModelEngine
     executor: Callable[[], Executor | None] = lambda: None
+    #: Tool sources whose calls run on the turn's own thread, in call order, while the
+    #: other calls run on the executor (a runtime with a dispatcher: delegations).
+    here_sources: frozenset[str] = frozenset()
     #: Warnings this client (or runtime) logs only once.
     once: Once = attrs.field(factory=Once, eq=False, repr=False)
 
     @property
     def style(self) -> WireStyle:
         return self.model.style
+
+
+class Journal(Protocol):
+    """Where a durable turn records each step as it happens, so that a turn taken over
+    after a crash replays what was done instead of doing it again."""
+
+    def model_reply(self, step: int) -> ModelReply | None:
+        """The recorded reply of model call ``step`` (1-based), if there is one."""
+
+    def record_model(self, step: int, reply: ModelReply) -> None:
+        """Commit ``reply`` together with its charge to the ledger."""
+
+    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
+        """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
+        and never finished (in doubt)."""
+
+    def tools_started(self, call_ids: list[str]) -> None:
+        """Commit that these calls are about to run."""
+
+    def tool_done(self, call_id: str, result: ToolResult) -> None:
+        """Commit one call's result together with its charge to the ledger (a suspension
+        is not an effect: it is left to be asked again)."""
+
+
+IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not finish; it was not run again"
 
 
 @attrs.frozen(kw_only=True)
@@ -90,6 +118,10 @@ class RunSpec:
     handle_id: str | None = None
     on_usage: Callable[[Usage], None] | None = None
     on_tool_calls: Callable[[int], None] | None = None
+    #: With a journal, every model reply and tool result is recorded (and charged) there.
+    journal: Journal | None = None
+    #: The idempotency key of a tool call, by call id.
+    call_key: Callable[[str], str] | None = None
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
 
@@ -161,7 +193,11 @@ def resume(
     halted_id = found[-1][0]
     kept = dict(found[:-1])
     answers = {halted_id: answer}
-    if not answer.ok:
+    if pending.kind == RETRY_KIND:
+        answers = {}  # the answer was about running the call again, not for the tool itself
+        if not answer.ok:
+            kept[halted_id] = failure(IN_DOUBT.format(tool=(pending.data or {}).get("tool", "the tool")))
+    elif not answer.ok:
         kept[halted_id] = _declined(answer, pending)
         answers = {}
     state = _State(messages=list(messages[: index + 1]))
@@ -181,8 +217,9 @@ def _last_tool_turn(style: WireStyle, messages: list[dict[str, Any]]) -> tuple[i
 
 def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
     tools = engine.style.tools_payload(toolkit)  # the in-process model uses the openai style
-    # Delegation fans out to other turns: have a worker ready by the time the reply asks.
-    delegates = any(tool.source == "agent" for tool in toolkit.tools())
+    # Delegation fans out to other turns: have a worker ready by the time the reply asks
+    # (unless delegations run on this thread, as with a dispatcher).
+    delegates = "agent" not in engine.here_sources and any(tool.source == "agent" for tool in toolkit.tools())
     while True:
         limit = _limit_reached(spec, state)
         if limit is not None:
@@ -236,6 +273,14 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
 
 def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], while_waiting: Callable[[], None] | None = None) -> ModelReply:
     turn = state.turns + 1
+    recorded = spec.journal.model_reply(turn) if spec.journal is not None else None
+    if recorded is not None:  # asked and charged before a crash: never asked again
+        state.turns = turn
+        state.usage = state.usage + recorded.usage
+        if not recorded.empty:
+            state.messages.append(recorded.message)
+        state.text = recorded.text
+        return recorded
     if spec.hooks.before_llm is not None:
         change = spec.hooks.before_llm(messages=state.messages, tools=copy.deepcopy(tools), model=spec.model, turn=turn)
         if isinstance(change, dict):
@@ -254,7 +299,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
     spec.emit(_llm_event(spec, "ok", started, reply.usage))
-    if spec.on_usage is not None:
+    if spec.journal is not None:
+        spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
+    elif spec.on_usage is not None:
         spec.on_usage(reply.usage)  # may raise Cancelled: the turn is no longer the handle's
     state.turns = turn
     state.usage = state.usage + reply.usage
@@ -296,17 +343,26 @@ def _tool_phase(
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
     """
-    kept = kept or {}
+    kept = dict(kept or {})
     answers = answers or {}
-    todo = [call for call in calls if call.id not in kept]
+    asked: dict[str, ToolResult] = {}
+    if spec.journal is not None:
+        asked = _journaled(spec.journal, toolkit, [call for call in calls if call.id not in kept], kept)
+    todo = [call for call in calls if call.id not in kept and call.id not in asked]
+    if spec.journal is not None and todo:
+        spec.journal.tools_started([call.id for call in todo])
     turn = state.turns
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
     # tool spawns its child here, so child ids follow call order); then concurrently.
     starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
-    outcomes: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts])
+    here = [_source(toolkit, start.call.name) in engine.here_sources for start in starts] if engine.here_sources else None
+    ran: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts], here)
     _check_cancel(spec)
-    if spec.on_tool_calls is not None and outcomes:
-        spec.on_tool_calls(len(outcomes))
+    if spec.on_tool_calls is not None and ran and spec.journal is None:
+        spec.on_tool_calls(len(ran))
+    by_id = {o.call.id: o for o in ran}
+    by_id.update({call.id: _Outcome(call=call, args=decode_arguments(call.arguments)[0], result=asked[call.id]) for call in calls if call.id in asked})
+    outcomes = [by_id[call.id] for call in calls if call.id in by_id]
     halted = next((o for o in outcomes if o.result.pending is not None), None)
     if halted is not None:
         # A call that consumed an answer keeps its result, so a later resume does not ask again.
@@ -321,6 +377,33 @@ def _tool_phase(
     state.records.extend(_record(o) for o in outcomes)
     state.messages.extend(engine.style.tool_result_messages([(call.id, results[call.id]) for call in calls]))
     return None
+
+
+RETRY_KIND = "retry"
+
+
+def _journaled(journal: Journal, toolkit: Toolkit, calls: list[ToolCall], kept: dict[str, ToolResult]) -> dict[str, ToolResult]:
+    """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
+    option. Returns the calls that ask whether to run again (``retry="ask"``)."""
+    asked: dict[str, ToolResult] = {}
+    for call_id, result in journal.tool_outcomes([call.id for call in calls]).items():
+        call = next(c for c in calls if c.id == call_id)
+        if result is not None:
+            kept[call_id] = result
+            continue
+        found = toolkit.get(call.name)
+        policy = found.retry if found is not None else "never"
+        if policy == "never":
+            kept[call_id] = failure(IN_DOUBT.format(tool=call.name))
+        elif policy == "ask":
+            question = make_request(
+                RETRY_KIND,
+                f"{call.name} was running when its process stopped and may or may not have finished. Run it again?",
+                data={"tool": call.name, "call": call_id},
+            )
+            asked[call_id] = suspend(question)
+        # "safe": left in the to-do list, run again with the same idempotency key
+    return asked
 
 
 def _record(outcome: _Outcome) -> ToolCallRecord:
@@ -341,6 +424,11 @@ def decode_arguments(raw: Any) -> tuple[Any, str | None]:
     if not isinstance(raw, dict):
         return None, f"invalid arguments: expected a JSON object, got {type(raw).__name__}"
     return raw, None
+
+
+def _source(toolkit: Toolkit, name: str) -> str | None:
+    found = toolkit.get(name)
+    return found.source if found is not None else None
 
 
 @attrs.define
@@ -394,6 +482,8 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
                 result = change["result"]
         if not isinstance(result.output, str):
             result = attrs.evolve(result, output=str(result.output))
+        if spec.journal is not None:
+            spec.journal.tool_done(call.id, result)
         traced.result(result)
     _emit_tool(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)
@@ -432,7 +522,8 @@ def _declined(answer: Answer | None, request: Request) -> ToolResult:
 
 
 def _context(spec: RunSpec, call: ToolCall, answer: Answer | None) -> ToolContext:
-    ctx = ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id)
+    key = spec.call_key(call.id) if spec.call_key is not None else None
+    ctx = ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
     if spec.scope is not None:
         ctx.cancelled = spec.scope.event
     return ctx

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
 
@@ -22,15 +25,18 @@ from .agent import AgentDef, normalize_registry
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
 from ._cancel import TurnGate
+from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, closed_result, render_input
+from .state import DurableTree, StateConversations, StateStore, open_state
 from .hooks import HooksLike
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
 from .turns import TurnRunner
 from .tools import Tool, ToolContext, failure
+from .wire import to_wire
 
 if TYPE_CHECKING:
     import requests
@@ -38,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
+RECOVER_OPTIONS = ("resume", "interrupt", "leave")
+_HOST = socket.gethostname()
+#: How long a wait on a turn owned by another process goes without re-reading the state.
+_REMOTE_POLL_S = 0.25
 _DEFAULT_WORKERS = 32
 _THREAD_GRACE_S = 1.0  # after shutdown_ms, how long close(root) waits for interrupted threads to end
 
@@ -54,6 +64,9 @@ class Runtime:
     ``task`` children one after another. ``around_tool`` is a context-manager factory
     entered around every tool call, on the thread that runs it.
     ``trace_content=True`` records prompt and completion text on the trace spans.
+    ``dispatcher`` (with a ``state``; see ``toolnexus.celery``) hands every turn to other
+    processes: ``wake`` and ``resume`` commit it as queued and send one message, and any
+    runtime of the tree that claims it runs it.
     """
 
     def __init__(
@@ -80,17 +93,32 @@ class Runtime:
         hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
+        state: str | os.PathLike[str] | StateStore | None = None,
+        runtime_id: str = "default",
+        lease_ms: int = 15000,
+        recover: str = "resume",
+        keep_closed: int = 1000,
         inline: bool = False,
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
-        self.root = Handle(HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET))
-        self._tree = HandleTree(self.root)
-        self._clock = clock or time.monotonic
-        self._inbox_cap = inbox_cap
-        self._shutdown_s = shutdown_ms / 1000
-        self._store: ConversationStore = store if store is not None else InMemoryStore()
+        if state is not None and store is not None:
+            raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
+        if dispatcher is not None and state is None:
+            raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
+        if recover not in RECOVER_OPTIONS:
+            raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
+        if lease_ms <= 0:
+            raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
+        if keep_closed < 0:
+            raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
+        self._recover = recover
+        self._lease_s = lease_ms / 1000
+        self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
+        self._letting_go = threading.Event()
+        # The engine first: bad connection options fail before the state is touched.
         workers = max_workers or _DEFAULT_WORKERS
         self._inline = inline
         # Inline: no pool at all; a turn runs on the thread that waits for it.
@@ -109,6 +137,27 @@ class Runtime:
             request_params=request_params,
         )
         engine = Engine(model=build_engine(options, pool_size=workers), executor=lambda: self._executor)
+        try:
+            self._owns_state = state is not None and not isinstance(state, StateStore)
+            self._durable = DurableTree(open_state(state), runtime_id, sole_user=self._owns_state) if state is not None else None
+            self.root = self._open_root()
+            self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
+            self._clock = clock or time.monotonic
+            self._inbox_cap = inbox_cap
+            self._shutdown_s = shutdown_ms / 1000
+            self._store: ConversationStore
+            if self._durable is not None:
+                self._store = StateConversations(self._durable)
+            else:
+                self._store = store if store is not None else InMemoryStore()
+            self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+        except BaseException:
+            engine.model.close()
+            raise
+        if dispatcher is not None:
+            # A delegation runs on the turn's own (worker) thread, so the children it woke run
+            # on other workers while it waits; the turn's other tool calls run on the pool.
+            engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
         self._turns = TurnRunner(
             engine=engine,
             store=self._store,
@@ -119,9 +168,23 @@ class Runtime:
             clock=self._clock,
             lineage=self._tree.lineage,
             task_tool=lambda handle, serial: task_tool(self, handle, serial),
+            nonce=self.root.record.nonce,
+            durable=self._durable,
+            owner=self._owner,
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
+        # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
+        self._dispatching: Dispatching | None = None
+        if dispatcher is not None and self._durable is not None:
+            self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
+        self._heartbeat: threading.Thread | None = None
+        if self._durable is not None:
+            self._durable.register_owner(self._owner, _HOST, os.getpid())
+            if self._recover != "leave":
+                self._sweep()
+            self._heartbeat = threading.Thread(target=self._beat, name="toolnexus-heartbeat", daemon=True)
+            self._heartbeat.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -130,7 +193,147 @@ class Runtime:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close(self.root)
+        if self._durable is not None:
+            self.release()
+        else:
+            self.close(self.root)
+
+    # --- the durable state ----------------------------------------------------------------
+
+    def _open_root(self) -> Handle:
+        """The root handle: the stored one when the state holds this tree (opening
+        continues it), else a new one, committed at once."""
+        durable = self._durable
+        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=uuid.uuid4().hex)
+        if durable is None:
+            return Handle(fresh)
+        try:
+            for handle_id, name in durable.live():
+                if handle_id != ROOT and name not in self._registry:
+                    raise ConfigError(f"the stored tree {durable.runtime_id!r} has a live handle {handle_id} of agent {name!r}, which the registry lacks")
+            stored = durable.load(ROOT)
+            root = Handle(stored or fresh, durable=durable)
+            if stored is None:
+                with durable.change(root):
+                    pass
+            return root
+        except BaseException:
+            if self._owns_state:
+                durable.store.close()
+            raise
+
+    def _load_handle(self, handle_id: str) -> Handle | None:
+        """A handle made by another process (or before this runtime opened the tree)."""
+        assert self._durable is not None
+        record = self._durable.load(handle_id)
+        if record is None:
+            return None
+        return Handle(record, self._registry.get(record.name), durable=self._durable)
+
+    def _atomic(self, *handles: Handle) -> ContextManager[Any]:
+        """One store transaction around a change to ``handles`` (their locks held)."""
+        return self._durable.change(*handles, dirty=False) if self._durable is not None else contextlib.nullcontext()
+
+    def release(self) -> None:
+        """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
+        is for any other runtime (or a later one) to continue. Without a state, closes."""
+        if self._durable is None:
+            self.close(self.root)
+            return
+        if self._letting_go.is_set():
+            return
+        for handle in self._tree.all():  # turns still running here stop; the state keeps them
+            turn = handle.turn
+            if turn is not None:
+                turn.scope.cancel()
+        self._stop_workers(time.monotonic() + self._shutdown_s + _THREAD_GRACE_S)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Stop the heartbeat; this runtime's remaining turns are orphaned for others to recover."""
+        assert self._durable is not None
+        if self._letting_go.is_set():
+            return
+        self._letting_go.set()
+        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+            self._heartbeat.join(timeout=self._shutdown_s + _THREAD_GRACE_S)
+        with contextlib.suppress(ToolnexusError):
+            self._durable.drop_owner(self._owner)
+        if self._owns_state:
+            self._durable.store.close()
+
+    # --- owners, leases and recovery ------------------------------------------------------------
+
+    def _beat(self) -> None:
+        """Prove this runtime alive every third of a lease; recover orphaned turns."""
+        assert self._durable is not None
+        while not self._letting_go.wait(self._lease_s / 3):
+            try:
+                self._durable.heartbeat(self._owner)
+                if self._recover != "leave":
+                    self._sweep()
+                if self._dispatching is not None:
+                    self._dispatching.resend_stale()
+            except ToolnexusError:
+                log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
+
+    def _sweep(self) -> None:
+        """Recover every orphaned turn of the tree, as ``recover`` says (deepest first)."""
+        assert self._durable is not None
+        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+            self._take_over(handle_id, dead_owner, self._recover)
+
+    def recover(self, h: Handle | str) -> bool:
+        """Continue an orphaned turn here from its journal (for ``recover="leave"``).
+
+        Returns whether there was an orphaned turn to take over.
+        """
+        if self._durable is None:
+            return False
+        handle = self._tree.get(h)
+        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+            if handle_id == handle.id:
+                return self._take_over(handle_id, dead_owner, "resume")
+        return False
+
+    def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
+        """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
+        assert self._durable is not None
+        handle = self._tree.get(handle_id)
+        parent = self._tree.parent(handle)
+        assert parent is not None
+        job = None
+        with parent.lock, handle.lock, self._atomic(parent, handle):
+            record = handle.record
+            if record.state != RUNNING or record.turn_owner != dead_owner or handle.turn is not None:
+                return False  # finished, interrupted or claimed by someone else meanwhile
+            if mode == "interrupt":
+                handle.abort()
+                self._durable.forget_turn(handle.id, record.turn_serial)
+            elif self._dispatching is not None:
+                job = self._dispatching.requeue(handle)  # a worker takes it over from its journal
+            else:
+                turn = handle.stored_turn()
+                turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
+                handle.take_over(turn, self._clock(), self._owner)
+            self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
+        if job is None:
+            self._release_slot(handle)
+        else:
+            self._dispatch(job)
+        return True
+
+    def _dispatch(self, *jobs: _jobs.Job) -> None:
+        """Hand admitted turns over to run: the only place that does. Here that is this
+        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
+        already in the state with its owner, input and serial, and ``_take_over`` claims a
+        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
+        processes plugs in at these two points: with one, a job sends the turn's message."""
+        for job in jobs:
+            if self._dispatching is not None:
+                job.run()
+            else:
+                _jobs.submit(self._executor, job)
 
     # --- read-only views ----------------------------------------------------------------
 
@@ -152,6 +355,7 @@ class Runtime:
     def inspect(self, h: Handle | str) -> HandleView:
         handle = self._tree.get(h)
         with handle.lock:
+            handle.sync()
             return handle.view()
 
     def budget(self, h: Handle | str) -> Budget:
@@ -165,10 +369,21 @@ class Runtime:
     def transitions(self, h: Handle | str) -> list[str]:
         handle = self._tree.get(h)
         with handle.lock:
+            handle.sync()
             return list(handle.record.transitions)
 
     def events(self) -> list[dict[str, Any]]:
         return self._tree.events()
+
+    def open_requests(self) -> list[Request]:
+        """Every request waiting for an ``resume``, once each (as the asking handle has it)."""
+        if self._durable is not None:
+            return self._durable.open_requests()
+        seen: dict[str, Request] = {}
+        for view in self.handles():
+            if view.pending is not None:
+                seen.setdefault(view.pending.id, view.pending)
+        return list(seen.values())
 
     def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
         """A hold on the model endpoint's pooled connections that outlives ``close``:
@@ -193,15 +408,15 @@ class Runtime:
         spent = self._turns.chain_limit(owner)
         if spent is not None:
             raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
-        with owner.lock:
+        with owner.lock, self._atomic(owner):
             child = self._add_child(owner, definition, budget)
-        self._tree.event("spawn", child.id, parent=owner.id, agent=name)
+            self._tree.event("spawn", child.id, parent=owner.id, agent=name)
         self._call_user(definition.on_spawn, child)
         return child
 
     def _add_child(self, owner: Handle, definition: AgentDef, budget: Budget | None) -> Handle:
         record = owner.record
-        if record.closing or record.state == CLOSED:
+        if not owner.accepting:
             raise SpawnError(f"closed: {record.id} does not accept new children")
         cap = record.budget.max_children
         if cap is not None and len(record.children) >= cap:
@@ -211,10 +426,10 @@ class Runtime:
             raise SpawnError(f"maxDepth: a child of {record.id} would be at depth {depth} (max {budgets.max_depth(record.budget)})")
         own = budgets.merge(definition.budget, budget)
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
-        record.spawned += 1
-        child_id = f"{record.id}/{definition.name}.{record.spawned}"
-        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition)
-        record.children.append(child_id)
+        child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
+        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
+        with child.lock, self._durable.change(child) if self._durable is not None else contextlib.nullcontext():  # the new row
+            owner.add_child(child_id)
         self._tree.add(child)
         return child
 
@@ -226,14 +441,13 @@ class Runtime:
             InboxFull: the inbox holds ``inbox_cap`` items already.
         """
         handle = self._tree.get(h)
-        with handle.lock:
-            record = handle.record
-            if record.closing or record.state == CLOSED:
-                problem: ToolnexusError = HandleClosed(f"closed: {record.id} accepts no posts")
-            elif len(record.inbox) >= self._inbox_cap:
-                problem = InboxFull(f"inbox full: {record.id} holds {self._inbox_cap} items")
+        with handle.lock, self._atomic(handle):
+            if not handle.accepting:
+                problem: ToolnexusError = HandleClosed(f"closed: {handle.id} accepts no posts")
+            elif len(handle.record.inbox) >= self._inbox_cap:
+                problem = InboxFull(f"inbox full: {handle.id} holds {self._inbox_cap} items")
             else:
-                record.inbox.append(InboxItem(sender=sender, channel=channel, text=text))
+                handle.accept_post(InboxItem(sender=sender, channel=channel, text=text))
                 return
         self._tree.event("post_rejected", handle.id, reason=str(problem), sender=sender)
         raise problem
@@ -256,7 +470,7 @@ class Runtime:
         """
         job = self._wake(self._tree.get(h), prompt)
         if job is not None:
-            _jobs.submit(self._executor, job)
+            self._dispatch(job)
 
     def _wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
         """``wake`` without handing the turn to a worker: for a caller about to wait on it,
@@ -265,39 +479,58 @@ class Runtime:
         if parent is None:
             raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
         trace = tracing.capture()  # the turn nests here, whichever thread runs it
-        with parent.lock, handle.lock:
+        with parent.lock, handle.lock, self._atomic(parent, handle):
             return self._admit(parent, handle, prompt, trace)
 
     def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held)."""
-        record = handle.record
-        if record.closing or record.state == CLOSED:
-            raise HandleClosed(f"closed: {record.id} cannot be woken")
-        if handle.busy or record.state == SUSPENDED:
+        if not handle.accepting:
+            raise HandleClosed(f"closed: {handle.id} cannot be woken")
+        if handle.busy or handle.record.state == SUSPENDED:
             return None
-        cap = budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
-        if cap is not None and parent.record.running_children >= cap:
-            record.queued, record.queued_prompt, record.queued_trace = True, prompt, trace
-            parent.record.wake_queue.append(record.id)
-            handle.changed.notify_all()
-            self._tree.event("wake_queued", record.id, parent=parent.id)
+        if parent is not self.root and not parent.take_slot(self._slot_cap(parent)):
+            handle.enqueue(prompt, trace)
+            parent.queue_wake(handle.id)
+            self._tree.event("wake_queued", handle.id, parent=parent.id)
             return None
-        parent.record.running_children += 1
         return self._start_turn(handle, prompt, trace)
 
+    def _slot_cap(self, parent: Handle) -> int | None:
+        return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
+
     def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
-        record = handle.record
-        record.taken, record.inbox = record.inbox, []
-        record.turn_serial += 1
-        text = render_input(prompt, record.taken, _ancestry(record.id))
-        return self._begin(handle, Turn(serial=record.turn_serial, input=text, tokens_before=record.tokens, trace=trace))
+        text = render_input(prompt, handle.record.inbox, _ancestry(handle.id))
+        return self._begin(handle, handle.start(prompt, text, trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
-        turn.started = self._clock()
+        if self._dispatching is not None:
+            return self._dispatching.queue(handle, turn)
         turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
-        handle.turn = turn
-        handle.move(RUNNING)
+        handle.begin(turn, self._clock(), self._owner)
         return turn.job
+
+    def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
+        """Run the queued turn a dispatcher's message names, here and now (a worker's side).
+
+        Returns false, doing nothing, when the turn is not queued any more: claimed by
+        another runtime, finished, interrupted, or the message was for another tree.
+        """
+        if self._dispatching is None or self._durable is None:
+            raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
+        if runtime_id != self._durable.runtime_id:
+            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._durable.runtime_id)
+            return False
+        try:
+            handle = self._tree.get(handle_id)
+        except UnknownHandle:
+            return False
+        with handle.lock:
+            handle.sync()
+            job = self._dispatching.claim(handle, self._clock(), self._run_turn, serial, segment)
+        if job is None:
+            return False
+        job.run()
+        return True
 
     def _run_turn(self, handle: Handle, turn: Turn) -> None:
         started = time.perf_counter()
@@ -305,7 +538,9 @@ class Runtime:
         try:
             result, run = self._execute(handle, turn)
         except Cancelled:
-            return  # interrupted: the interrupt already published the outcome
+            with handle.lock:  # interrupted (here, or from another process): it published
+                handle.lose(turn)
+            return
         except Exception as exc:  # a failed turn is a result, never an exception upward
             log.debug("turn of %s failed", handle.id, exc_info=True)
             result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
@@ -325,30 +560,22 @@ class Runtime:
         """Publish a finished turn: save the transcript, flip the state, free the slot."""
         pending = result.status == "pending" and result.pending is not None
         with handle.lock:
-            if handle.turn is not turn:
+            if not handle.mark_settling(turn, self._owner):
                 return  # interrupted meanwhile; the interrupt published already
-            turn.settling = True  # from here an interrupt waits for the outcome instead
         if not pending:
             self._retire_task_children(handle, turn.serial)
-            if run is not None:
+            if run is not None and self._durable is None:
                 self._store.save(handle.id, run.messages)
-        with handle.lock:
-            handle.turn = None
-            record = handle.record
+        with handle.lock, self._atomic(handle):
+            if not pending and run is not None and self._durable is not None:
+                self._store.save(handle.id, run.messages)  # the transcript commits with the outcome
             if pending:
-                request = _stamp_path(result.pending, record.id)  # type: ignore[arg-type]
-                result = attrs.evolve(result, pending=request, text=request.prompt)
-                record.pending, record.pending_input = request, turn.input
-                record.pending_tokens_before, record.pending_turns = turn.tokens_before, result.turns
-                record.pending_trace = turn.suspended_trace
-                record.checkpoint = run.messages if run is not None else None
-                self._tree.park(request.id, record.id)
-                handle.move(SUSPENDED)
+                suspended = handle.suspend(turn, result, run.messages if run is not None else None)
+                self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
-                record.pending = record.checkpoint = record.pending_input = None
-                record.taken = []
-                handle.move(IDLE)
-            handle.publish(result)
+                handle.finish(result)
+                if self._durable is not None:
+                    self._durable.forget_turn(handle.id, turn.serial)
         self._release_slot(handle)
 
     def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
@@ -358,7 +585,7 @@ class Runtime:
             with child.lock:
                 job = child.turn.job if _runnable(child) else None  # type: ignore[union-attr]
             if job is not None:
-                _jobs.submit(self._executor, job)
+                self._dispatch(job)
 
     def _retire_task_children(self, handle: Handle, serial: int) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
@@ -372,25 +599,25 @@ class Runtime:
     def _release_slot(self, handle: Handle) -> None:
         """Give the finished turn's slot to the next queued sibling, if any."""
         parent = self._tree.parent(handle)
-        if parent is None:
-            return
+        if parent is None or parent is self.root:
+            return  # the root caps nothing: its children's turns take no slot
         jobs = []
         with parent.lock:
             record = parent.record
-            record.running_children -= 1
-            cap = budgets.max_concurrent(record.budget) if parent is not self.root else None
+            with self._atomic(parent):
+                parent.free_slot()
+            cap = self._slot_cap(parent)
             while record.wake_queue and (cap is None or record.running_children < cap):
-                sibling = self._tree.get(record.wake_queue.pop(0))
-                with sibling.lock:
+                sibling = self._tree.get(record.wake_queue[0])
+                with sibling.lock, self._atomic(parent, sibling):
+                    parent.drop_wake(sibling.id)
                     if not sibling.record.queued:
                         continue
-                    sibling.record.queued = False
-                    record.running_children += 1
-                    jobs.append(self._start_turn(sibling, sibling.record.queued_prompt, sibling.record.queued_trace))
-                    sibling.record.queued_trace = None
-                self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        for job in jobs:
-            _jobs.submit(self._executor, job)
+                    parent.take_slot(cap)
+                    prompt, trace = sibling.dequeue()
+                    jobs.append(self._start_turn(sibling, prompt, trace))
+                    self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
+        self._dispatch(*jobs)
 
     # --- wait and delegation --------------------------------------------------------------
 
@@ -423,21 +650,31 @@ class Runtime:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
+            handle.sync()
             if record.result is not None and not handle.busy:
                 return record.result
             since = record.settled
+        looked = -_REMOTE_POLL_S  # when this thread last found no queued sibling to run
         while True:
             with handle.lock:
+                handle.sync()
                 if record.settled > since and record.result is not None:
                     return record.result
                 if record.state == CLOSED:
-                    return _closed_result(record)
+                    return closed_result(record)
                 job = handle.turn.job if run_here and _runnable(handle) else None  # type: ignore[union-attr]
+                helper = self._dispatching if run_here else None  # with a dispatcher, this thread runs queued turns
+                if job is None and helper is not None:
+                    job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
                 behind = job is None and run_here and self._inline and record.queued
             owner = handle
             if behind:
                 owner, job = self._slot_holder(handle)
+            if job is None and helper is not None and time.monotonic() - looked >= _REMOTE_POLL_S:
+                job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
+                looked = time.monotonic() if job is None else -_REMOTE_POLL_S  # none queued: look again later
             if job is None:
+                remote = False
                 with handle.lock:
                     if record.settled > since or record.state == CLOSED or (run_here and _runnable(handle)):
                         continue  # changed while the siblings were looked at
@@ -445,7 +682,18 @@ class Runtime:
                     if remaining is not None and remaining <= 0:
                         turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
-                    handle.changed.wait(remaining)
+                    poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
+                    if self._durable is None:
+                        handle.changed.wait(remaining)  # every change notifies
+                    elif helper is None and handle.turn is not None:
+                        handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
+                    else:
+                        remote = True
+                if remote:
+                    # Another process has the turn (or will wake it), or this thread helps with
+                    # queued turns: watch the state for commits.
+                    assert self._durable is not None
+                    self._durable.store.wait_change(poll)
                 continue
             if deadline is None or not stop_at_deadline:
                 job.run()
@@ -491,22 +739,28 @@ class Runtime:
             timer.cancel()
             timer.join()
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str) -> Handle | ToolResult:
+    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
         or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
-        is not reattached: the repeated call is a retry and runs a fresh child, which the
-        index then names. A refused spawn is an error result."""
+        is not reattached by another call: that repeated call is a retry and runs a fresh
+        child, which the index then names (the same call, replayed after a resume or a
+        crash, still reattaches). A refused spawn is an error result."""
         key = (agent, prompt)
         with parent.task_lock:
-            entry = parent.record.task_keys.get(key)
-            child = self._tree.get(entry[1]) if entry is not None and entry[0] == serial else None
-            if child is not None and _ended_in_failure(child):
+            with parent.lock:
+                parent.sync()
+                entry = parent.task_entry(key, serial)
+            child = self._tree.get(entry[0]) if entry is not None else None
+            if child is not None and entry is not None and (not call_id or entry[1] != call_id) and _ended_in_failure(child):
                 child = None
             if child is None:
                 try:
                     child = self.spawn(parent, agent)
-                    parent.record.task_keys[key] = (serial, child.id)
-                    self._wake(child, prompt)  # run by the task call that waits on it
+                    with parent.lock, self._atomic(parent):
+                        parent.remember_task(key, serial, child.id, call_id)
+                    job = self._wake(child, prompt)  # run by the task call that waits on it,
+                    if job is not None and self._dispatching is not None:
+                        self._dispatch(job)  # or, with a dispatcher, by any worker that claims it first
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
                 return child
@@ -515,7 +769,7 @@ class Runtime:
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
         """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt)
+        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
@@ -572,20 +826,22 @@ class Runtime:
         parent = self._tree.parent(handle)
         cancelled_request: str | None = None
         turn: Turn | None = None
+        aborted: int | None = None  # the serial of the turn this interrupt ended
         settling: Turn | None = None
-        with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock:
+        locked = (parent, handle) if parent is not None else (handle,)
+        with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock, self._atomic(*locked):
             record = handle.record
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
             elif record.state == RUNNING:
-                turn, handle.turn = handle.turn, None
-                record.inbox, record.taken = record.taken + record.inbox, []
-                handle.move(IDLE)
-                handle.publish(_interrupted(record, self._turns.turn_calls(turn) if turn is not None else 0))
+                aborted = record.turn_serial
+                # None when the turn is queued, or runs in another process:
+                turn = handle.abort(self._turns.turn_calls(handle.turn) if handle.turn is not None else 0)
+                if self._durable is not None:
+                    self._durable.forget_turn(handle.id, record.turn_serial)
             elif record.queued and parent is not None:
-                record.queued = False
-                parent.record.wake_queue.remove(record.id)
-                handle.publish(_interrupted(record, 0))
+                parent.drop_wake(record.id)
+                handle.drop_queued_wake()
             elif record.state == SUSPENDED and record.pending is not None:
                 cancelled_request = record.pending.id
         if settling is not None:
@@ -595,30 +851,24 @@ class Runtime:
                     cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
         if turn is not None:
             turn.scope.cancel()
-            self._release_slot(handle)
-            for child in self._task_children(handle, turn.serial):
+        if aborted is not None:
+            self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
+            for child in self._task_children(handle, aborted):
                 self.interrupt(child)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)
 
     def _task_children(self, handle: Handle, serial: int) -> list[Handle]:
         with handle.task_lock:
-            ids = [child_id for turn_serial, child_id in handle.record.task_keys.values() if turn_serial == serial]
+            ids = handle.task_children(serial)
         return [self._tree.get(child_id) for child_id in ids]
 
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        self._tree.unpark(request_id)
-        for handle in self._tree.all():
-            with handle.lock:
-                record = handle.record
-                if record.state != SUSPENDED or record.pending is None or record.pending.id != request_id:
-                    continue
-                turns = record.pending_turns
-                record.pending = record.checkpoint = record.pending_input = None
-                record.inbox, record.taken = record.taken + record.inbox, []
-                handle.move(IDLE)
-                handle.publish(_interrupted(record, turns))
+        self._tree.unpark(request_id, "cancelled")
+        for handle in self._tree.suspended_on(request_id):
+            with handle.lock, self._atomic(handle):
+                handle.cancel(request_id)
 
     def resume(self, answer: Answer) -> None:
         """Route ``answer`` to the deepest handle suspended on its request; that handle
@@ -630,34 +880,33 @@ class Runtime:
         self._resume_chain(answer, top=None)
 
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
-        origin_id = self._tree.unpark(answer.id)
+        """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
+        (an ancestor answering inline) or to the root's child (the host's durable resume)."""
+        origin_id = self._tree.parked(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
+        above = self._tree.parent(chain[-1])
+        assert above is not None
+        path = [above, *reversed(chain)]  # lock order: ancestor before descendant
         trace = tracing.capture()  # the resumed turns nest where the answer came in
         jobs = []
-        for position, handle in enumerate(chain):
-            parent = self._tree.parent(handle)
-            assert parent is not None
-            with parent.lock, handle.lock:
-                record = handle.record
-                if record.state != SUSPENDED or record.pending is None or record.pending.id != answer.id:
+        with contextlib.ExitStack() as held:
+            for each in path:
+                held.enter_context(each.lock)
+            held.enter_context(self._atomic(*path))
+            # The claim, every flip and every slot commit together or not at all.
+            if self._tree.unpark(answer.id, "answered", to_wire(answer)) is None:
+                raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
+            for position, handle in enumerate(chain):
+                if not handle.suspended_on(answer.id):
                     continue
-                turn = Turn(
-                    serial=record.turn_serial,
-                    input=record.pending_input or "",
-                    tokens_before=record.pending_tokens_before,
-                    prior_turns=record.pending_turns,
-                    trace=trace,
-                    suspended_trace=record.pending_trace,
-                )
-                if position == 0:
-                    turn.resume = (record.checkpoint or [], record.pending, answer)
-                record.pending = record.checkpoint = record.pending_input = None
-                parent.record.running_children += 1
+                turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
+                above_it = path[len(chain) - 1 - position]
+                if above_it is not self.root:
+                    above_it.take_slot(None)
                 jobs.append(self._begin(handle, turn))
-        for job in jobs:
-            _jobs.submit(self._executor, job)
+        self._dispatch(*jobs)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
         chain = [origin]
@@ -667,7 +916,8 @@ class Runtime:
             if parent is None or parent is self.root:
                 break
             with parent.lock:
-                waiting = parent.record.state == SUSPENDED and parent.record.pending is not None and parent.record.pending.id == request_id
+                parent.sync()
+                waiting = parent.suspended_on(request_id)
             if not waiting:
                 break
             chain.append(parent)
@@ -685,13 +935,15 @@ class Runtime:
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
             self._stop_workers(threads_by)
+            if self._durable is not None:
+                self._let_go()
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
-        with handle.lock:
-            if handle.record.state == CLOSED:
-                return
-            handle.record.closing = True
-            children = [self._tree.get(child_id) for child_id in handle.record.children]
+        with handle.lock, self._atomic(handle):
+            children_ids = handle.begin_closing()
+        if children_ids is None:
+            return
+        children = [self._tree.get(child_id) for child_id in children_ids]
         for child in children:
             self._close_tree(child, "parent closed", deadline, force)
         if not force:
@@ -699,21 +951,46 @@ class Runtime:
                 handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
         while True:
             self.interrupt(handle)
-            with handle.lock:
+            with handle.lock, self._atomic(handle):
                 state = handle.record.state
                 if state == CLOSED:
                     return
                 if state == IDLE:
-                    handle.move(CLOSED)
+                    handle.close()
+                    self._tree.event("close", handle.id, reason=reason)
                     break
                 if state == RUNNING:
                     # A turn that was already settling (saving its transcript) outlasted the
                     # interrupt's wait: let its outcome land, then go round again.
                     handle.changed.wait_for(lambda: handle.record.state != RUNNING)
                 # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        self._tree.event("close", handle.id, reason=reason)
         if handle.definition is not None:
             self._call_user(handle.definition.on_close, handle, reason)
+        self._retire(handle)
+
+    def _retire(self, handle: Handle) -> None:
+        """Let the oldest closed handles leave memory (a state still has them). A task
+        child closed while its parent's turn runs waits for that turn: a repeated call may
+        still reattach to it."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            return
+        with parent.lock:
+            busy = parent is not self.root and parent.record.state == RUNNING
+        if busy:
+            return
+        for gone in self._tree.retire(handle):
+            try:
+                above = self._tree.parent(gone)
+            except UnknownHandle:  # left memory before its child did
+                above = None
+            if above is not None:
+                with above.lock:
+                    if gone.id in above.record.children:
+                        above.record.children.remove(gone.id)
+            if self._own_transcripts:
+                assert isinstance(self._store, InMemoryStore)
+                self._store.discard(gone.id)
 
     def _unstarted(self, handle: Handle) -> bool:
         """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
@@ -750,20 +1027,13 @@ def _ancestry(handle_id: str) -> set[str]:
     return {"/".join(parts[: i + 1]) for i in range(len(parts))}
 
 
-def _stamp_path(request: Request, handle_id: str) -> Request:
-    data = dict(request.data or {})
-    if "path" in data:
-        return request  # relayed: the deepest handle stamped it already
-    data["path"] = handle_id.split("/")
-    return attrs.evolve(request, data=data)
-
-
 _RETRIED_STATUSES = ("error", "interrupted", "timeout")
 
 
 def _ended_in_failure(child: Handle) -> bool:
     """Whether a task child settled on an outcome worth a retry rather than a reattach."""
     with child.lock:
+        child.sync()
         record = child.record
         return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
 
@@ -773,10 +1043,12 @@ def _runnable(handle: Handle) -> bool:
     return turn is not None and turn.job is not None and not turn.job.claimed
 
 
-def _interrupted(record: HandleRecord, turns: int) -> AgentResult:
-    """``turns``: the model calls of the turn that was interrupted."""
-    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
-
-
-def _closed_result(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+def _alive(pid: int) -> bool:
+    """Whether a process of this host still exists (a dead owner's turns need no lease wait)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -77,6 +77,11 @@ class InMemoryStore:
         with self._lock:
             return list(self._conversations)
 
+    def discard(self, id: str) -> None:
+        """Forget conversation ``id`` (a runtime drops the transcripts of handles it let go)."""
+        with self._lock:
+            self._conversations.pop(id, None)
+
 
 class ConversationGuard:
     """In-process exclusion for the conversations of one store, and the request each one

@@ -64,7 +64,7 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Any:
         # In call order: spawn and wake (or find) the child, so ids follow call order.
         if refusal(args) is None:
-            return rt.task_child(parent, serial, args["agent"], args["prompt"])
+            return rt.task_child(parent, serial, args["agent"], args["prompt"], ctx.call_id or "")
         return None
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -73,7 +73,8 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
             return refused
         return rt.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
-    return Tool("task", task_description(team), task_schema(list(members)), execute, source="agent", prepare=prepare)
+    # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
+    return Tool("task", task_description(team), task_schema(list(members)), execute, source="agent", prepare=prepare, retry="safe")
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:

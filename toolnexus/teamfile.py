@@ -36,9 +36,11 @@ class Team:
     entry: str
     connection: dict[str, Any]
     registry: dict[str, AgentDef]
+    #: Where runs are kept (``[state] path``, relative to the team file), if anywhere.
+    state: str | None = None
 
 
-_TOP_KEYS = ("entry", "connection", "agents")
+_TOP_KEYS = ("entry", "connection", "agents", "state")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
 _AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
@@ -117,7 +119,22 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
         entry = next(iter(registry))
     if not isinstance(entry, str) or entry not in registry:
         raise fail(f"entry {entry!r} is not defined (agents: {', '.join(sorted(registry))})")
-    return Team(entry=entry, connection=dict(connection), registry=registry)
+    return Team(entry=entry, connection=dict(connection), registry=registry, state=_state_path(data.get("state"), base, fail))
+
+
+def _state_path(section: Any, base: str, fail: Callable[[str], TeamFileError]) -> str | None:
+    """``[state] path = "runs.db"``: a SQLite file beside the team file, or a postgresql:// URL."""
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise fail("[state] must be a table")
+    _unknown(section, ("path",), "[state]", fail)
+    path = section.get("path")
+    if not isinstance(path, str) or not path:
+        raise fail('[state] needs path = "FILE" (a SQLite file) or a postgresql:// URL')
+    if path.startswith(("postgresql://", "postgres://")):
+        return path
+    return os.path.join(base, path)
 
 
 def _check_connection(connection: dict[str, Any], fail: Callable[[str], TeamFileError]) -> None:

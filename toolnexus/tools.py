@@ -13,6 +13,9 @@ from . import _schema
 from .data import Answer, Request, ToolResult
 from .errors import ConfigError
 
+#: What a durable runtime may do with a call left in doubt by a crash (see ``Tool``).
+RETRY_OPTIONS = ("never", "safe", "ask")
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: The longest tool name the providers accept.
 MAX_NAME_LENGTH = 64
@@ -45,13 +48,16 @@ class ToolContext:
 
     ``answer`` is set only on the retry after a suspension; ``cancelled`` is set when the
     run is interrupted, so a long tool can stop early; ``handle_id`` is the agent handle
-    running the tool, inside the runtime.
+    running the tool, inside the runtime; ``idempotency_key`` is one string per tool call,
+    the same for every execution of that call (the first, the retry after an Answer, a
+    re-run after a crash) and different for every other call, to hand to an external system.
     """
 
     answer: Answer | None = None
     cancelled: threading.Event = attrs.field(factory=threading.Event)
     handle_id: str | None = None
     call_id: str | None = None
+    idempotency_key: str | None = None
     #: What the tool's ``prepare`` step returned for this call, if it has one.
     prepared: Any = None
 
@@ -64,6 +70,11 @@ class Tool:
     The optional ``prepare(args, ctx)`` runs for every call of a turn in call order before
     the calls run concurrently; its value reaches ``execute`` as ``ctx.prepared``.
     ``execute`` must also work when it did not run (a retry after a suspension).
+
+    ``retry`` says what a durable runtime does with a call that started but did not finish
+    before its process died: ``"never"`` (not run again; the model gets an ``in doubt``
+    error), ``"safe"`` (run again, with the same ``ctx.idempotency_key``) or ``"ask"`` (the
+    turn suspends on a ``Request`` of kind ``"retry"``).
     """
 
     name: str
@@ -72,6 +83,7 @@ class Tool:
     execute: Callable[[dict[str, Any], ToolContext], ToolResult | str] = attrs.field(repr=False)
     source: str = "native"
     prepare: Callable[[dict[str, Any], ToolContext], Any] | None = attrs.field(default=None, repr=False)
+    retry: str = "never"
 
     def __init__(
         self,
@@ -81,7 +93,10 @@ class Tool:
         execute: Callable[[dict[str, Any], ToolContext], ToolResult | str],
         source: str = "native",
         prepare: Callable[[dict[str, Any], ToolContext], Any] | None = None,
+        retry: str = "never",
     ) -> None:
+        if retry not in RETRY_OPTIONS:
+            raise ConfigError(f"tool {name!r}: retry must be one of {', '.join(RETRY_OPTIONS)}, not {retry!r}")
         self.__attrs_init__(
             name=checked_name(name),
             description=description,
@@ -89,6 +104,7 @@ class Tool:
             execute=execute,
             source=source,
             prepare=prepare,
+            retry=retry,
         )
 
 
@@ -118,6 +134,7 @@ def _from_function(
     name: str | None,
     description: str | None,
     input_schema: dict[str, Any] | None,
+    retry: str = "never",
 ) -> Tool:
     schema = input_schema if input_schema is not None else _schema.function_schema(fn)
     with_ctx = _schema.takes_context(fn)
@@ -133,6 +150,7 @@ def _from_function(
         description if description is not None else _schema.first_paragraph(fn.__doc__),
         schema,
         execute,
+        retry=retry,
     )
 
 
@@ -155,10 +173,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input_schema: dict[str, Any] | None = None,
+    retry: str = "never",
 ) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, input_schema: dict[str, Any] | None = None
+    *, name: str | None = None, description: str | None = None, input_schema: dict[str, Any] | None = None, retry: str = "never"
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -169,6 +188,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input_schema: dict[str, Any] | None = None,
+    retry: str = "never",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a plain function into a ``Tool``: ``@tool``, ``@tool(name=...)`` or ``tool(fn, ...)``.
 
@@ -177,9 +197,9 @@ def tool(
     value that is not a str or ``ToolResult`` is sent to the model as JSON.
     """
     if fn is not None:
-        return _from_function(fn, name=name, description=description, input_schema=input_schema)
+        return _from_function(fn, name=name, description=description, input_schema=input_schema, retry=retry)
 
     def decorate(inner: Callable[..., Any]) -> Tool:
-        return _from_function(inner, name=name, description=description, input_schema=input_schema)
+        return _from_function(inner, name=name, description=description, input_schema=input_schema, retry=retry)
 
     return decorate

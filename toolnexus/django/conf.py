@@ -1,7 +1,10 @@
 """``settings.TOOLNEXUS`` and the process's one runtime.
 
 The runtime is built on first use in each process (after a server such as gunicorn has
-forked its workers) and closed when the interpreter exits.
+forked its workers) and let go of when the interpreter exits: a stored tree stays for the
+other processes, a memory-only runtime closes. With a state, the first request of a
+process builds it before the view runs, so that the runtime's registration in the state
+commits on its own rather than with a view's transaction that may roll back.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from .hygiene import closing_connections
 #: Keys whose value may be given as a dotted import path.
 _IMPORTABLE = ("registry", "generate", "hooks", "on_metric", "around_tool", "clock", "store", "session")
 
-_lock = threading.Lock()  # guards: _current, _pid
+_lock = threading.Lock()  # guards: _current, _pid (held while the runtime is built)
 _current: Runtime | None = None
 _pid = 0
+_built_lock = threading.Lock()  # guards: _built (a leaf)
+#: id(runtime) -> (the store built for it, closed when it is let go of; its runtime_id)
+_built: dict[int, tuple[Any, str]] = {}
 
 
 def runtime() -> Runtime:
@@ -61,7 +67,74 @@ def build_runtime(**overrides: Any) -> Runtime:
     options.setdefault("inline", True)
     if not options["inline"]:
         options.setdefault("around_tool", closing_connections)
-    return Runtime(registry, **options)
+    database = _django_database(options.get("state"))
+    store = None
+    if database is not None:
+        from .state import open_django_state
+
+        store = options["state"] = open_django_state(database)
+    try:
+        rt = Runtime(registry, **options)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    with _built_lock:
+        _built[id(rt)] = (store, str(options.get("runtime_id", "default")))
+    return rt
+
+
+def in_database(rt: Runtime) -> bool:
+    """Whether ``rt`` was built here with ``"state": "django"``."""
+    with _built_lock:
+        built = _built.get(id(rt))
+    return built is not None and built[0] is not None
+
+
+def tree_of(rt: Runtime) -> str:
+    """The ``runtime_id`` a runtime built here holds (``"default"`` unless set)."""
+    with _built_lock:
+        built = _built.get(id(rt))
+    return built[1] if built is not None else "default"
+
+
+def let_go(rt: Runtime, *, close: bool = False) -> None:
+    """Release ``rt`` (a stored tree stays for the other processes; a memory-only runtime
+    closes), or close its whole tree with ``close``; then close the store built for it."""
+    if close:
+        rt.close(rt.root)
+    else:
+        rt.release()
+    with _built_lock:
+        store = _built.pop(id(rt), (None, ""))[0]
+    if store is not None:
+        store.close()
+
+
+def let_go_of_current() -> None:
+    """Let go of this process's runtime now (its next use builds a new one): before a test
+    database is dropped, so that no connection of the state is left on it."""
+    rt = install(None)
+    if rt is not None:
+        let_go(rt)
+
+
+def state_database() -> str:
+    """The database alias of ``"state": "django"`` (or ``"django:ALIAS"``); "default" otherwise."""
+    return _django_database(_setting().get("state")) or "default"
+
+
+def _django_database(state: Any) -> str | None:
+    if not isinstance(state, str) or not (state == "django" or state.startswith("django:")):
+        return None
+    return state.partition(":")[2] or "default"
+
+
+def build_before_request(**kwargs: Any) -> None:
+    """``request_started`` receiver: with a state, build this process's runtime now, outside
+    any transaction of the view."""
+    if _setting().get("state") is not None:
+        runtime()
 
 
 def install(rt: Runtime | None) -> Runtime | None:
@@ -92,6 +165,18 @@ def _setting() -> dict[str, Any]:
     return dict(value)
 
 
+def worker_threads_with_database_state() -> bool:
+    """Worker threads with the state in a SQLite database of the project (whose one write
+    lock a view's transaction holds)."""
+    from django.db import connections
+
+    options = _setting()
+    database = _django_database(options.get("state"))
+    if database is None or options.get("inline") is not False or database not in connections:
+        return False
+    return bool(connections[database].vendor == "sqlite")
+
+
 def _unknown_keys(options: dict[str, Any]) -> str | None:
     known = set(inspect.signature(Runtime).parameters) - {"self"}
     unknown = sorted(set(options) - known)
@@ -105,4 +190,4 @@ def _close_at_exit() -> None:
     with _lock:
         rt = _current if _pid == os.getpid() else None
     if rt is not None:
-        rt.close(rt.root)
+        let_go(rt)

@@ -4,8 +4,12 @@
   SQLite file (default ``db.sqlite3`` next to this project);
 - ``EXAMPLE_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (default 0);
 - ``EXAMPLE_INLINE``: ``0`` runs tools on worker threads instead of the request's thread;
+- ``EXAMPLE_STATE``: ``memory`` keeps the runs in each process's memory instead of the
+  database (inline only; an answer must then reach the process that asked);
 - ``EXAMPLE_APPLICATION_NAME``: how PostgreSQL lists this site's sessions;
 - ``EXAMPLE_RUN_TIMEOUT``: seconds a view gives one run (default 30);
+- ``EXAMPLE_APPROVAL_TTL``: seconds an approval request stays open before it expires
+  (default one day; ``manage.py toolnexus_expire`` or the admin's list answers it then);
 - ``EXAMPLE_BASE_URL`` and ``EXAMPLE_MODEL``: a real OpenAI-compatible endpoint; without
   them a scripted in-process model answers.
 """
@@ -24,12 +28,35 @@ USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
+    "django.contrib.admin",
     "django.contrib.contenttypes",
     "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
     "toolnexus.django",
     "complaints",
 ]
-MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"
 
 
 def _database(url: str, max_age: int) -> dict:
@@ -59,12 +86,21 @@ def _database(url: str, max_age: int) -> dict:
 
 DATABASES = {"default": _database(os.environ.get("EXAMPLE_DATABASE_URL", str(BASE_DIR / "db.sqlite3")), int(os.environ.get("EXAMPLE_CONN_MAX_AGE", "0")))}
 
-RUN_TIMEOUT = float(os.environ.get("EXAMPLE_RUN_TIMEOUT", "30"))
+# Lets go of the runtime (and the state's own PostgreSQL connections) before the test
+# database is dropped.
+TEST_RUNNER = "toolnexus.django.testing.DiscoverRunner"
 
-TOOLNEXUS = {
-    "registry": "complaints.agents.TEAM",
-    "inline": os.environ.get("EXAMPLE_INLINE", "1") != "0",
-}
+RUN_TIMEOUT = float(os.environ.get("EXAMPLE_RUN_TIMEOUT", "30"))
+APPROVAL_TTL = float(os.environ.get("EXAMPLE_APPROVAL_TTL", str(24 * 3600)))
+
+INLINE = os.environ.get("EXAMPLE_INLINE", "1") != "0"
+TOOLNEXUS = {"registry": "complaints.agents.TEAM", "inline": INLINE}
+if INLINE and os.environ.get("EXAMPLE_STATE", "django") == "django":
+    # The runs live in DATABASES["default"] (the toolnexus app's tables), inside each
+    # view's transaction: any worker process answers an approval another one asked, and
+    # a restart loses nothing. (Worker threads could not write the state while the view's
+    # transaction holds its locks, so without inline the runs stay in memory.)
+    TOOLNEXUS["state"] = "django"
 if os.environ.get("EXAMPLE_BASE_URL"):
     TOOLNEXUS.update(base_url=os.environ["EXAMPLE_BASE_URL"], model=os.environ.get("EXAMPLE_MODEL", "gpt-4o-mini"))
 else:

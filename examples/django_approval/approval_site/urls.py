@@ -1,8 +1,10 @@
+from django.contrib import admin
 from django.urls import path
 
 from complaints import views
 
 urlpatterns = [
+    path("admin/", admin.site.urls),  # toolnexus › pending requests: approve / decline
     path("complaints/", views.file_complaint),
     path("complaints/<int:complaint_id>/", views.show_complaint),
     path("answers/", views.answer),

@@ -7,10 +7,12 @@ back with it.
 
 from __future__ import annotations
 
+import datetime
 import re
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from toolnexus import AgentDef, ToolContext, failure, make_request, success, suspend, tool
@@ -31,14 +33,17 @@ def read_complaint(complaint_id: int) -> str:
 
 @tool
 def issue_refund(order_number: str, ctx: ToolContext):
-    """Refund an order in full. Refunds above 50 EUR wait for a person's approval."""
+    """Refund an order in full. Refunds above 50 EUR wait for a person's approval (a
+    declined or expired approval never runs this again: the model gets the error)."""
     with transaction.atomic():  # inline: a savepoint inside the view's transaction
         order = Order.objects.select_for_update().get(number=order_number)
         if order.status == "refunded":
             return failure(f"order {order.number} is refunded already")
         if order.amount > APPROVAL_ABOVE and ctx.answer is None:
             prompt = f"Refund {order.amount} EUR on order {order.number}?"
-            return suspend(make_request("approval", prompt, data={"order": order.number, "amount": str(order.amount)}))
+            expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=settings.APPROVAL_TTL)
+            data = {"order": order.number, "amount": str(order.amount)}
+            return suspend(make_request("approval", prompt, data=data, expires_at=expires.isoformat()))
         if ctx.cancelled.is_set():  # the run was interrupted (e.g. timed out) while this waited for the lock
             return failure("interrupted before refunding")
         Refund.objects.create(order=order, amount=order.amount)

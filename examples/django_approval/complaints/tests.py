@@ -3,12 +3,14 @@ transaction: the tools see the rows the test made, and everything rolls back aft
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.test import TestCase
 
+from toolnexus.django.approvals import pending
 from toolnexus.django.testing import override_runtime
 
 from .agents import scripted_model
-from .models import Order, Refund
+from .models import Complaint, Order, Refund
 
 
 class ComplaintTests(TestCase):
@@ -40,3 +42,48 @@ class ComplaintTests(TestCase):
         self.assertEqual(done.status_code, 200, done.content)
         self.assertIn("refunded 80.00 EUR", done.json()["reply"])
         self.assertEqual(Refund.objects.filter(order__number="T-2").count(), 1)
+
+
+class PendingRequestAdminTests(TestCase):
+    """The admin lists the runs' open requests; its actions answer them and the runs resume."""
+
+    def setUp(self) -> None:
+        Order.objects.create(number="T-3", amount="75.00")
+        user = User.objects.create_superuser("admin", "admin@example.com", "secret")
+        self.client.force_login(user)
+
+    def ask(self, **settings: object) -> str:
+        with self.settings(**settings):
+            asked = self.client.post("/complaints/", {"order": "T-3", "text": "Refund please"}, content_type="application/json")
+        self.assertEqual(asked.status_code, 202, asked.content)
+        return str(asked.json()["pending"]["id"])
+
+    def test_approving_in_the_admin_resumes_the_run_and_records_it(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            request_id = self.ask()
+            listing = self.client.get("/admin/toolnexus/pendingrequest/")
+            self.assertContains(listing, request_id)
+            self.assertContains(listing, "Refund 75.00 EUR on order T-3?")
+            self.client.post("/admin/toolnexus/pendingrequest/", {"action": "approve", "_selected_action": [request_id]})
+        self.assertEqual(Refund.objects.filter(order__number="T-3").count(), 1)
+        complaint = Complaint.objects.get(order__number="T-3")
+        self.assertEqual((complaint.status, complaint.request_id), ("answered", ""))
+        self.assertIn("refunded 75.00 EUR", complaint.reply)
+        self.assertFalse(pending().exists())
+
+    def test_declining_in_the_admin_resumes_the_run_without_a_refund(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            request_id = self.ask()
+            self.client.post("/admin/toolnexus/pendingrequest/", {"action": "decline", "_selected_action": [request_id]})
+        self.assertEqual(Refund.objects.count(), 0)
+        self.assertIn("declined: Refund 75.00 EUR", Complaint.objects.get(order__number="T-3").reply)
+
+    def test_an_expired_request_is_answered_expired_when_the_admin_lists_requests(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            request_id = self.ask(APPROVAL_TTL=-1)
+            listing = self.client.get("/admin/toolnexus/pendingrequest/", follow=True)
+            self.assertNotContains(listing, "Refund 75.00 EUR on order T-3?")
+            self.assertContains(listing, request_id)  # named in the message saying it expired
+        self.assertEqual(Refund.objects.count(), 0)
+        self.assertIn("expired: Refund 75.00 EUR", Complaint.objects.get(order__number="T-3").reply)
+        self.assertEqual(self.client.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json").status_code, 404)

@@ -6,15 +6,20 @@
         200 {"complaint": null, "status": ..., "reply"}       dry run, or a run that did not
                                                               finish: everything rolled back
     POST /answers/      {"id": <request id>, "ok": true|false}
-        200 / 202 as above; 404 no complaint waits on that id; 409 this process does not
-        hold the waiting run
+        200 / 202 as above; 404 no complaint waits on that id; 409 the request was answered
+        (or expired) meanwhile. Any worker process answers: the runs live in the database.
     POST /orders/       {"number": "...", "amount": "12.50"}
     GET  /complaints/<id>/, GET /orders/<number>/
+
+Every response names the process that served it (``X-Served-By``: its pid). The admin
+(``/admin/``, toolnexus › pending requests) approves or declines waiting refunds too;
+``record_answer`` then updates the complaint.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from decimal import Decimal
 from typing import Any
 
@@ -24,8 +29,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from toolnexus import AgentResult, Answer, UnknownRequest, WireError
-from toolnexus.django import runtime
+from toolnexus import AgentResult, Answer, Request, UnknownRequest, WireError
+from toolnexus.django import approvals, runtime
 from toolnexus.wire import from_wire, to_wire
 
 from .models import Complaint, Order
@@ -36,13 +41,13 @@ from .models import Complaint, Order
 def file_complaint(request: HttpRequest) -> JsonResponse:
     body = _json(request)
     if not isinstance(body.get("order"), str) or not isinstance(body.get("text"), str):
-        return JsonResponse({"error": 'send {"order": "...", "text": "..."}'}, status=400)
+        return _response({"error": 'send {"order": "...", "text": "..."}'}, status=400)
     with transaction.atomic():
         # Lock the order while the team works on it; inline, the team's own tools use this
         # same connection and transaction, so they are not blocked by the lock.
         order = Order.objects.select_for_update().filter(number=body["order"]).first()
         if order is None:
-            return JsonResponse({"error": f"no order {body['order']!r}"}, status=404)
+            return _response({"error": f"no order {body['order']!r}"}, status=404)
         complaint = Complaint.objects.create(order=order, text=body["text"])
         prompt = f"Complaint #{complaint.pk} on order {order.number}: {complaint.text}"
         result = runtime().run_agent("support", prompt, timeout=settings.RUN_TIMEOUT)
@@ -55,22 +60,29 @@ def answer(request: HttpRequest) -> JsonResponse:
     try:
         given = from_wire(Answer, _json(request))
     except WireError as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
+        return _response({"error": str(exc)}, status=400)
     with transaction.atomic():
         complaint = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting").first()
         if complaint is None:
-            return JsonResponse({"error": f"no complaint waits on request {given.id!r}"}, status=404)
-        rt = runtime()
+            return _response({"error": f"no complaint waits on request {given.id!r}"}, status=404)
         try:
-            rt.resume(given)
-        except UnknownRequest:
-            # Held in another process's memory (or lost with a restart): answering it here
-            # needs the team's state in a shared store.
-            return JsonResponse({"error": f"request {given.id!r} is not held by this process"}, status=409)
-        result = rt.wait(complaint.handle_id, timeout=settings.RUN_TIMEOUT)  # inline: the resumed turns run here
-        if result.status != "pending":
-            rt.close(complaint.handle_id)
+            # Resumes the run here, whichever process asked; the resumed turns run inline,
+            # in this transaction. record_answer updates the complaint.
+            result = approvals.answer(given, timeout=settings.RUN_TIMEOUT)
+        except UnknownRequest as exc:
+            return _response({"error": str(exc)}, status=409)
+        complaint.refresh_from_db()
         return _settle(complaint, result, keep=True)
+
+
+def record_answer(sender: object, request: Request, answer: Answer, handle_id: str, result: AgentResult, **kwargs: object) -> None:
+    """``request_answered`` receiver: the complaint waiting on ``request`` gets the outcome
+    of its resumed run (in the transaction that answered), and a finished run is closed."""
+    complaint = Complaint.objects.filter(request_id=request.id, status="waiting").first()
+    if complaint is not None:
+        _record(complaint, result)
+    if result.status != "pending":
+        runtime().close(handle_id)
 
 
 @csrf_exempt
@@ -80,39 +92,53 @@ def create_order(request: HttpRequest) -> JsonResponse:
     try:
         order = Order.objects.create(number=str(body["number"]), amount=Decimal(str(body["amount"])))
     except (KeyError, ArithmeticError, IntegrityError) as exc:
-        return JsonResponse({"error": f"cannot create that order: {exc}"}, status=400)
-    return JsonResponse({"order": order.number, "status": order.status}, status=201)
+        return _response({"error": f"cannot create that order: {exc}"}, status=400)
+    return _response({"order": order.number, "status": order.status}, status=201)
 
 
 @require_GET
 def show_complaint(request: HttpRequest, complaint_id: int) -> JsonResponse:
     complaint = Complaint.objects.filter(pk=complaint_id).first()
     if complaint is None:
-        return JsonResponse({"error": "no such complaint"}, status=404)
-    return JsonResponse({"complaint": complaint.pk, "status": complaint.status, "reply": complaint.reply, "request_id": complaint.request_id})
+        return _response({"error": "no such complaint"}, status=404)
+    return _response({"complaint": complaint.pk, "status": complaint.status, "reply": complaint.reply, "request_id": complaint.request_id})
 
 
 @require_GET
 def show_order(request: HttpRequest, number: str) -> JsonResponse:
     order = Order.objects.filter(number=number).first()
     if order is None:
-        return JsonResponse({"error": "no such order"}, status=404)
-    return JsonResponse({"order": order.number, "status": order.status, "refunds": order.refunds.count(), "complaints": order.complaints.count()})
+        return _response({"error": "no such order"}, status=404)
+    return _response({"order": order.number, "status": order.status, "refunds": order.refunds.count(), "complaints": order.complaints.count()})
 
 
 def _settle(complaint: Complaint, result: AgentResult, *, keep: bool) -> JsonResponse:
     """Record the run's outcome on the complaint, or roll everything back (the team's
-    writes included) when it did not finish or when nothing is to be kept."""
+    writes and the run's own state included) when it did not finish or when nothing is
+    to be kept."""
+    if keep and _record(complaint, result):
+        if complaint.status == "waiting":
+            assert result.pending is not None
+            return _response({"complaint": complaint.pk, "status": "pending", "pending": to_wire(result.pending)}, status=202)
+        return _response({"complaint": complaint.pk, "status": "done", "reply": result.text})
+    transaction.set_rollback(True)
+    return _response({"complaint": None, "status": result.status, "reply": result.text})
+
+
+def _record(complaint: Complaint, result: AgentResult) -> bool:
+    """Save a pending or finished outcome on the complaint; ``False`` for anything else."""
     if result.status == "pending" and result.pending is not None:
         complaint.status, complaint.request_id, complaint.handle_id = "waiting", result.pending.id, result.handle_id
-        complaint.save()
-        return JsonResponse({"complaint": complaint.pk, "status": "pending", "pending": to_wire(result.pending)}, status=202)
-    if result.status == "done" and keep:
+    elif result.status == "done":
         complaint.status, complaint.reply, complaint.request_id = "answered", result.text, ""
-        complaint.save()
-        return JsonResponse({"complaint": complaint.pk, "status": "done", "reply": result.text})
-    transaction.set_rollback(True)
-    return JsonResponse({"complaint": None, "status": result.status, "reply": result.text})
+    else:
+        return False
+    complaint.save()
+    return True
+
+
+def _response(body: dict[str, Any], status: int = 200) -> JsonResponse:
+    return JsonResponse(body, status=status, headers={"X-Served-By": str(os.getpid())})
 
 
 def _json(request: HttpRequest) -> dict[str, Any]:

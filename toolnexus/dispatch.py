@@ -1,0 +1,122 @@
+"""Turns that any process of a tree may run: the runtime's side of a dispatcher.
+
+With a dispatcher (``toolnexus.celery.install``), admitting a turn commits it as queued
+(the handle is running, its turn stored with no owner) and then sends one message naming
+it. Whichever runtime of the tree claims the stored turn first runs it: a worker that got
+the message, or a parent whose ``task`` call waits on it, so blocked parents never exhaust
+the workers. The message is only a doorbell: a duplicated or late one finds the turn
+claimed or finished and does nothing.
+
+The runtime's heartbeat sends again the messages of queued turns that nobody claimed in
+time (a broker that was down, a message lost); a turn whose owner died is queued again
+(``requeue``) instead of being taken over in the process that noticed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+
+from . import _jobs
+from .errors import ToolnexusError
+
+if TYPE_CHECKING:
+    from .handle import Handle, Turn
+    from .state import DurableTree
+    from .tree import HandleTree
+
+log = logging.getLogger("toolnexus")
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Carries "run this turn" to some process of the tree (``toolnexus.celery`` is one)."""
+
+    #: A queued turn nobody claimed for this long gets its message again.
+    resend_after_s: float
+
+    def send(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> None:
+        """Send one message naming the turn; raise a ``ToolnexusError`` when it cannot."""
+
+
+class Dispatching:
+    """One runtime's queued turns: queueing, claiming, sending again."""
+
+    def __init__(self, dispatcher: Dispatcher, durable: DurableTree, tree: HandleTree, owner: str) -> None:
+        self.dispatcher = dispatcher
+        #: The runtime's owner id: a claimed turn is this runtime's to run and settle.
+        self.owner = owner
+        self._durable = durable
+        self._tree = tree
+
+    # --- queueing and claiming (the handle's lock held, inside its store transaction) -------
+
+    def queue(self, handle: Handle, turn: Turn) -> _jobs.Job:
+        """Commit ``turn`` as queued; the returned job sends its message (after the commit)."""
+        handle.queue_turn(turn, time.time())
+        handle_id, serial, segment = handle.id, turn.serial, turn.segment
+        return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
+
+    def ring(self, handle_id: str, serial: int, segment: int) -> None:
+        """Send the turn's message; a failure leaves the committed turn to the sweep."""
+        try:
+            self.dispatcher.send(self._durable.runtime_id, handle_id, serial, segment)
+        except ToolnexusError as exc:
+            log.warning("turn %s #%d is queued but its message was not sent (sent again later): %s", handle_id, serial, exc)
+
+    def claim(
+        self, handle: Handle, now: float, run: Callable[[Handle, Turn], None], serial: int | None = None, segment: int | None = None
+    ) -> _jobs.Job | None:
+        """Take the handle's queued turn for this runtime (lock held): a job that runs it,
+        or ``None`` when no such turn waits (claimed elsewhere, finished, interrupted)."""
+        if not handle.queued_turn(serial, segment):
+            return None
+        with self._durable.change(handle, dirty=False):
+            if not handle.queued_turn(serial, segment):  # another process claimed it first
+                return None
+            turn = handle.claim_turn(self.owner, now)
+        job = turn.job = _jobs.Job(lambda: run(handle, turn))
+        return job
+
+    def sibling_job(self, handle: Handle, now: float, run: Callable[[Handle, Turn], None]) -> _jobs.Job | None:
+        """While waiting on ``handle``'s turn in another process, take a queued sibling
+        (another child of the same parent) to run here: the waiting thread keeps working."""
+        parent_id = handle.record.parent
+        if parent_id is None:
+            return None
+        for sibling_id, owner, queued_at in self._durable.running_turns(parent_id):
+            if sibling_id == handle.id or owner is not None or queued_at is None:
+                continue
+            sibling = self._tree.get(sibling_id)
+            with sibling.lock:
+                sibling.sync()
+                job = self.claim(sibling, now, run)
+            if job is not None:
+                return job
+        return None
+
+    def requeue(self, handle: Handle) -> _jobs.Job:
+        """Queue again a turn whose owner died (lock held, in its transaction); the job sends it."""
+        handle.requeue_turn(time.time())
+        record = handle.record
+        handle_id, serial, segment = handle.id, record.turn_serial, record.turn_segment
+        return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
+
+    def resend_stale(self) -> None:
+        """Send again every queued turn that no runtime claimed within ``resend_after_s``."""
+        now = time.time()
+        for handle_id, owner, queued_at in self._durable.running_turns():
+            if owner is None and queued_at is not None and now - queued_at >= self.dispatcher.resend_after_s:
+                self._resend(handle_id, now)
+
+    def _resend(self, handle_id: str, now: float) -> None:
+        handle = self._tree.get(handle_id)
+        with handle.lock, self._durable.change(handle, dirty=False):
+            record = handle.record
+            queued_at = record.turn_queued_at
+            if not handle.queued_turn() or queued_at is None or now - queued_at < self.dispatcher.resend_after_s:
+                return  # claimed or sent again meanwhile
+            handle.requeue_turn(now)
+            serial, segment = record.turn_serial, record.turn_segment
+        self.ring(handle_id, serial, segment)

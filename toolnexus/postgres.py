@@ -1,0 +1,175 @@
+"""``PostgresState``: a durable tree shared by processes on many hosts (extra ``toolnexus[postgres]``).
+
+Tables live in one schema (default ``toolnexus``), created on first use under an advisory
+lock so that concurrent first starts cannot race. Connections come from a
+``psycopg_pool.ConnectionPool``; each store transaction holds one connection and locks the
+rows it changes (``SELECT ... FOR UPDATE``), so threads and processes change different
+handles in parallel. Commits that touch a handle send ``NOTIFY toolnexus``; one listener
+thread per store wakes waiters, and a waiter re-reads the state at least every 250 ms in
+case a notification was lost (a dropped connection, or a pooler without LISTEN).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+from typing import Any, Iterator, Sequence
+
+import psycopg
+from psycopg import sql as pgsql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from .errors import StateError
+from .state import SqlState
+
+log = logging.getLogger("toolnexus")
+
+CHANNEL = "toolnexus"
+_TABLE = re.compile(r"(TABLE IF NOT EXISTS|FROM|INTO|UPDATE|ON)\s+tn_")
+_CONNECT_TIMEOUT_S = 5.0
+
+
+class PostgresState(SqlState):
+    """The tree in PostgreSQL: give a ``postgresql://`` URL (a pool is made and owned
+    here) or a ``psycopg_pool.ConnectionPool`` the host already has."""
+
+    placeholder = "%s"
+    dialect = "postgresql"
+    serial_column = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+
+    def __init__(self, conninfo_or_pool: str | ConnectionPool, *, schema: str = "toolnexus", listen: bool = True, max_size: int = 10) -> None:
+        self.schema = schema
+        self._local = threading.local()  # the connection of this thread's open transaction
+        self._closed = threading.Event()
+        self._generation = 0
+        self._changed = threading.Condition()  # guards: _generation; notified by the listener
+        if isinstance(conninfo_or_pool, ConnectionPool):
+            self._pool, self._owns_pool = conninfo_or_pool, False
+            conninfo = conninfo_or_pool.conninfo
+            self._conninfo = conninfo() if callable(conninfo) else conninfo
+        else:
+            self._conninfo = conninfo_or_pool
+            self._owns_pool = True
+            self._pool = ConnectionPool(
+                conninfo_or_pool,
+                min_size=1,
+                max_size=max_size,
+                kwargs={"autocommit": True, "connect_timeout": int(_CONNECT_TIMEOUT_S)},
+                configure=self._configure,
+                max_idle=300,
+                max_lifetime=1800,
+                open=False,
+                name="toolnexus",
+            )
+            try:
+                self._pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
+            except (PoolTimeout, psycopg.Error) as exc:
+                self._pool.close()
+                raise StateError(f"cannot reach PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
+        self.migrate()
+        self._listener: threading.Thread | None = None
+        if listen:
+            self._listener = threading.Thread(target=self._listen, name="toolnexus-listen", daemon=True)
+            self._listener.start()
+
+    def __repr__(self) -> str:
+        return f"PostgresState({_safe(self._conninfo)!r}, schema={self.schema!r})"
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET statement_timeout = 5000")
+        conn.execute("SET lock_timeout = 5000")
+
+    def _qualified(self, sql: str) -> str:
+        return _TABLE.sub(lambda m: f'{m.group(1)} "{self.schema}".tn_', sql)
+
+    def _prepare_migration(self) -> None:
+        """Concurrent first starts queue here instead of racing on CREATE TABLE."""
+        self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
+        self._local.conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        if getattr(self._local, "conn", None) is not None:
+            yield  # joins this thread's open transaction
+            return
+        if self._closed.is_set():
+            raise StateError("the PostgreSQL state is closed")
+        try:
+            with self._pool.connection(timeout=_CONNECT_TIMEOUT_S) as conn:
+                self._local.conn = conn
+                try:
+                    with conn.transaction():
+                        yield
+                finally:
+                    self._local.conn = None
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise StateError(f"PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        statement = self._qualified(self._sql(sql))
+        conn = getattr(self._local, "conn", None)
+        try:
+            if conn is not None:
+                return _rows(conn.execute(statement, tuple(params)))
+            if self._closed.is_set():
+                raise StateError("the PostgreSQL state is closed")
+            with self._pool.connection(timeout=_CONNECT_TIMEOUT_S) as own:
+                return _rows(own.execute(statement, tuple(params)))
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise StateError(f"PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
+
+    def notify(self, payload: str) -> None:
+        """Wake waiters in every process once the current transaction commits."""
+        self.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload[:7000]))
+
+    # --- cross-process wake-ups -------------------------------------------------------------
+
+    def _listen(self) -> None:
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self._bump()  # (re)connected: anything missed meanwhile is re-read
+                    while not self._closed.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=64):
+                            self._bump()
+            except psycopg.Error:
+                log.debug("toolnexus: LISTEN connection lost; waiters poll until it is back", exc_info=True)
+                self._closed.wait(1.0)
+
+    def _bump(self) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+    def wait_change(self, timeout: float) -> None:
+        """Return on the next notification, or after ``timeout`` (the polling fallback)."""
+        with self._changed:
+            seen = self._generation
+            self._changed.wait_for(lambda: self._generation != seen or self._closed.is_set(), timeout=timeout)
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._bump()
+        if self._listener is not None:
+            self._listener.join(timeout=2.0)
+        if self._owns_pool:
+            self._pool.close()
+
+
+def _rows(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
+    return list(cursor.fetchall()) if cursor.description is not None else []
+
+
+def _safe(conninfo: str) -> str:
+    """The conninfo without a password."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "<conninfo>"
+    params.pop("password", None)
+    return psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
