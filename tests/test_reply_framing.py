@@ -10,23 +10,9 @@ import socket
 import pytest
 
 from _helpers import HANG
-from _rawserver import RawServer, completion
+from _rawserver import completion
 from conftest import run_in_thread
 from toolnexus import Client, LLMError
-
-
-@pytest.fixture
-def serve():
-    started = []
-
-    def start(script):
-        server = RawServer(script)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
 
 
 def ask_twice(server, **options):
@@ -62,62 +48,62 @@ def chunked(body, sizes=(7, 1, 30)):
 
 
 @pytest.mark.parametrize("size", [1, 5, 64])
-def test_a_reply_that_arrives_in_small_pieces_is_read_whole_and_the_connection_kept(serve, size):
+def test_a_reply_that_arrives_in_small_pieces_is_read_whole_and_the_connection_kept(servers, size):
     body = completion("pieces")
-    server = serve(lambda ex: in_pieces(ex, head(len(body)) + body, size))
+    server = servers(lambda ex: in_pieces(ex, head(len(body)) + body, size))
     assert ask_twice(server) == ["pieces", "pieces"]
     assert server.accepted == 1
 
 
-def test_a_chunked_reply_with_extensions_and_trailers_is_read_whole(serve):
+def test_a_chunked_reply_with_extensions_and_trailers_is_read_whole(servers):
     body = completion("chunks")
-    server = serve(lambda ex: in_pieces(ex, head(extra="Transfer-Encoding: chunked\r\n") + chunked(body), 9))
+    server = servers(lambda ex: in_pieces(ex, head(extra="Transfer-Encoding: chunked\r\n") + chunked(body), 9))
     assert ask_twice(server) == ["chunks", "chunks"]
     assert server.accepted == 1
 
 
-def test_an_interim_continue_before_the_reply_is_skipped(serve):
+def test_an_interim_continue_before_the_reply_is_skipped(servers):
     body = completion("after continue")
-    server = serve(lambda ex: ex.send(b"HTTP/1.1 100 Continue\r\n\r\n" + head(len(body)) + body))
+    server = servers(lambda ex: ex.send(b"HTTP/1.1 100 Continue\r\n\r\n" + head(len(body)) + body))
     assert ask_twice(server) == ["after continue", "after continue"]
 
 
-def test_headers_folded_or_ended_by_bare_newlines_are_read(serve):
+def test_headers_folded_or_ended_by_bare_newlines_are_read(servers):
     body = completion("lenient")
     reply = b"HTTP/1.1 200 OK\nContent-Type: application/json\nX-Long: one\n two\nContent-Length: %d\n\n%s" % (len(body), body)
-    server = serve(lambda ex: ex.send(reply))
+    server = servers(lambda ex: ex.send(reply))
     assert ask_twice(server) == ["lenient", "lenient"]
 
 
-def test_a_reply_asking_to_close_the_connection_gets_a_fresh_one_next_time(serve):
+def test_a_reply_asking_to_close_the_connection_gets_a_fresh_one_next_time(servers):
     body = completion("bye")
-    server = serve(lambda ex: ex.send(head(len(body), "Connection: close\r\n") + body))
+    server = servers(lambda ex: ex.send(head(len(body), "Connection: close\r\n") + body))
     assert ask_twice(server) == ["bye", "bye"]
     assert server.accepted == 2
 
 
-def test_a_reply_without_a_length_is_read_to_the_end_of_the_connection(serve):
+def test_a_reply_without_a_length_is_read_to_the_end_of_the_connection(servers):
     body = completion("to the end")
 
     def script(ex):
         ex.send(head() + body)
         ex.hang_up()
 
-    server = serve(script)
+    server = servers(script)
     assert ask_twice(server) == ["to the end", "to the end"]
     assert server.accepted == 2
 
 
-def test_bytes_past_the_declared_length_are_not_read_as_the_next_reply(serve):
+def test_bytes_past_the_declared_length_are_not_read_as_the_next_reply(servers):
     body = completion("exact")
-    server = serve(lambda ex: ex.send(head(len(body)) + body + b"HTTP/1.1 200 OK\r\n"))
+    server = servers(lambda ex: ex.send(head(len(body)) + body + b"HTTP/1.1 200 OK\r\n"))
     assert ask_twice(server) == ["exact", "exact"]
     assert server.accepted == 2  # the connection with stray bytes was not reused
 
 
-def test_an_http_10_reply_closes_its_connection(serve):
+def test_an_http_10_reply_closes_its_connection(servers):
     body = completion("old")
-    server = serve(lambda ex: ex.send(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)))
+    server = servers(lambda ex: ex.send(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)))
     assert ask_twice(server) == ["old", "old"]
     assert server.accepted == 2
 
@@ -129,33 +115,33 @@ def test_an_http_10_reply_closes_its_connection(serve):
     b"HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\nhello",
     b"HTTP/1.1 200 OK\r\nX-Big: " + b"x" * 70000 + b"\r\n\r\n",
 ], ids=["not HTTP", "four-digit status", "length not a number", "two lengths", "headers too long"])
-def test_a_reply_that_is_not_http_is_an_llm_error_naming_it(serve, reply):
-    server = serve(lambda ex: ex.send(reply))
+def test_a_reply_that_is_not_http_is_an_llm_error_naming_it(servers, reply):
+    server = servers(lambda ex: ex.send(reply))
     with pytest.raises(LLMError) as caught:
         ask_twice(server)
     assert "malformed reply" in str(caught.value)
     assert caught.value.status is None
 
 
-def test_a_connection_closed_before_any_reply_is_an_llm_error(serve):
-    server = serve(lambda ex: ex.hang_up())
+def test_a_connection_closed_before_any_reply_is_an_llm_error(servers):
+    server = servers(lambda ex: ex.hang_up())
     with pytest.raises(LLMError) as caught:
         ask_twice(server)
     assert "connection" in caught.value.cause
 
 
-def test_a_chunk_longer_than_its_declared_size_is_an_llm_error(serve):
+def test_a_chunk_longer_than_its_declared_size_is_an_llm_error(servers):
     def script(ex):
         ex.send(head(extra="Transfer-Encoding: chunked\r\n") + b"2\r\nabcdef\r\n0\r\n\r\n")
         ex.hang_up()
 
-    server = serve(script)
+    server = servers(script)
     with pytest.raises(LLMError) as caught:
         ask_twice(server)
     assert "chunked" in str(caught.value)
 
 
-def test_a_429_read_by_the_direct_path_still_gives_its_retry_after(serve):
+def test_a_429_read_by_the_direct_path_still_gives_its_retry_after(servers):
     busy = b'{"error": "slow down"}'
 
     def script(ex):
@@ -164,20 +150,20 @@ def test_a_429_read_by_the_direct_path_still_gives_its_retry_after(serve):
         else:
             ex.reply(completion("later"))
 
-    server = serve(script)
+    server = servers(script)
     with Client(base_url=server.base_url, model="m", retries=1, retry_base_ms=60000) as client:
         assert run_in_thread(lambda: client.run("go"), HANG).text == "later"
     assert server.requests == 2
 
 
-def test_a_kept_alive_connection_the_server_closed_is_replaced_at_once(serve):
+def test_a_kept_alive_connection_the_server_closed_is_replaced_at_once(servers):
     body = completion("again")
 
     def script(ex):
         ex.reply(body)  # no "Connection: close", yet the server hangs up after the reply
         ex.hang_up()
 
-    server = serve(script)
+    server = servers(script)
     with Client(base_url=server.base_url, model="m", retries=0) as client:
         texts = [run_in_thread(lambda: client.run("go"), HANG).text for _ in range(3)]
     assert texts == ["again"] * 3
@@ -185,7 +171,7 @@ def test_a_kept_alive_connection_the_server_closed_is_replaced_at_once(serve):
     assert server.accepted == 3
 
 
-def test_an_interrupt_is_not_taken_for_a_closed_connection_and_retried(serve):
+def test_an_interrupt_is_not_taken_for_a_closed_connection_and_retried(servers):
     """A kept-alive connection shut down by ``interrupt`` ends the turn; it is not
     replaced and the request is not sent again."""
     import threading
@@ -202,7 +188,7 @@ def test_an_interrupt_is_not_taken_for_a_closed_connection_and_retried(serve):
             headers_read.set()
             ex.stall()
 
-    server = serve(script)
+    server = servers(script)
     rt = Runtime({"m": AgentDef("m", "Talks over HTTP.")}, base_url=server.base_url, model="m", retries=0)
     try:
         assert run_in_thread(lambda: rt.run_agent("m", "go"), HANG).text == "first"
