@@ -23,6 +23,7 @@ import socket
 import ssl
 import threading
 import time
+import types
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
@@ -70,7 +71,20 @@ class _TrackedHTTPSPool(_TrackedConnections, HTTPSConnectionPool):
 
 
 _TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
-_STOCK_SEND = HTTPAdapter.send
+_stock_send: list[Any] = []  # requests' own HTTPAdapter.send, once seen unpatched
+
+
+def _adapter_send_is_stock() -> bool:
+    """Whether ``HTTPAdapter.send`` is requests' own, not replaced by a mocking or
+    instrumentation library. This module may first be imported while one is active (a
+    test's ``responses`` mock), so the original is recognised by what it is, not by the
+    value seen at import."""
+    send = HTTPAdapter.send
+    if not _stock_send:
+        if type(send) is not types.FunctionType or send.__module__ != "requests.adapters" or send.__qualname__ != "HTTPAdapter.send":
+            return False
+        _stock_send.append(send)
+    return send is _stock_send[0]
 _URLLIB3_2 = int(getattr(urllib3, "__version__", "1").split(".")[0]) >= 2  # its connections take response options
 
 
@@ -484,7 +498,7 @@ class Transport:
         """The connection pool to talk to directly, below ``HTTPAdapter.send``: for the
         library's own session with no proxy, unless ``HTTPAdapter.send`` has been replaced
         (by a mocking or instrumentation library), which is then honoured."""
-        if self._prepared.direct_head is None or HTTPAdapter.send is not _STOCK_SEND:
+        if self._prepared.direct_head is None or not _adapter_send_is_stock():
             return None
         pool = self._pool
         if pool is None or pool.pool is None:  # first use, or closed with its session
