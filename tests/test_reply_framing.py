@@ -200,3 +200,32 @@ def test_an_interrupt_is_not_taken_for_a_closed_connection_and_retried(servers):
         assert server.requests == 2
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
+
+
+def test_work_given_to_while_waiting_runs_once_while_the_reply_is_awaited(servers):
+    """``post_json(while_waiting=...)`` runs its work after the request is out and before
+    the reply is read: a server that answers only once that work has run still answers."""
+    import threading
+
+    from toolnexus.transport import Transport
+
+    ran = threading.Event()
+    calls = []
+
+    def script(ex):
+        if ran.wait(HANG):  # the client runs its work before it reads the reply
+            ex.reply(completion("overlapped"))
+
+    server = servers(script)
+
+    def work():
+        calls.append(1)
+        ran.set()
+
+    transport = Transport(url=server.base_url + "/chat/completions", headers={}, retries=0)
+    try:
+        reply = run_in_thread(lambda: transport.post_json({"model": "m", "messages": []}, while_waiting=work), HANG)
+    finally:
+        transport.close()
+    assert reply["choices"][0]["message"]["content"] == "overlapped"
+    assert calls == [1]
