@@ -9,6 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from _helpers import Gate, text
+from _rawserver import RawServer
 from _services import service_url
 from toolnexus import Runtime
 
@@ -73,6 +74,21 @@ def cleanup():
         event.set()
     for rt in runtimes:
         rt.close(rt.root)
+
+
+@pytest.fixture
+def servers():
+    """Start raw-socket servers (``servers(script)``); every one is closed after the test."""
+    started = []
+
+    def start(script):
+        server = RawServer(script)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
 
 
 @pytest.fixture

@@ -267,3 +267,31 @@ def test_a_closed_client_gives_no_resource_warning():
         del client
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+# --- the in-memory store holds copies ----------------------------------------------------
+
+
+def test_the_in_memory_store_keeps_a_copy_the_caller_cannot_change():
+    store = InMemoryStore()
+    messages = [{"role": "user", "content": "go", "parts": [{"n": 1}]}]
+    store.save("c", messages)
+    messages[0]["parts"][0]["n"] = 2
+    messages.append({"role": "user", "content": "later"})
+    loaded = store.get("c")
+    assert loaded == [{"role": "user", "content": "go", "parts": [{"n": 1}]}]
+    loaded[0]["parts"].clear()
+    assert store.get("c")[0]["parts"] == [{"n": 1}]
+
+
+def test_the_in_memory_store_copies_a_transcript_holding_objects_of_the_caller():
+    class Note(dict):
+        pass
+
+    store = InMemoryStore()
+    note = Note(text="kept")
+    store.save("c", [{"role": "user", "content": "go", "note": note}])
+    note["text"] = "changed"
+    loaded = store.get("c")
+    assert type(loaded[0]["note"]) is Note
+    assert loaded[0]["note"] == {"text": "kept"}

@@ -32,20 +32,6 @@ def via(request):
     session.close()
 
 
-@pytest.fixture
-def servers():
-    started = []
-
-    def start(script):
-        server = RawServer(script)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
-
-
 class RecordingTool:
     """A tool that records whether it ever ran."""
 

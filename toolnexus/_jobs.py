@@ -9,7 +9,7 @@ another thread is already running.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 
@@ -30,7 +30,8 @@ class Job:
         self._fn = fn
         self._lock = threading.Lock()  # guards: _claimed
         self._claimed = False
-        self._done = threading.Event()
+        self._done = threading.Lock()  # held until the job has run: cheaper than an Event
+        self._done.acquire()
         self._value: Any = None
         self._error: BaseException | None = None
 
@@ -60,15 +61,39 @@ class Job:
         finally:
             _local.depth -= 1
             self._fn = None  # type: ignore[assignment]
-            self._done.set()
+            self._done.release()
 
     def result(self) -> Any:
         """The job's value (or its exception); runs it here if nobody has started it."""
         self.run()
-        self._done.wait()  # the claiming thread is running it and always sets _done
+        with self._done:  # the claiming thread is running it and always releases _done
+            pass
         if self._error is not None:
             raise self._error
         return self._value
+
+
+def readier(executor: Executor | None) -> Callable[[], None] | None:
+    """Something that starts one idle worker in ``executor`` if it has none yet, or None.
+
+    Starting a thread blocks the starter until the new thread is scheduled, which on a
+    busy machine can take longer than a model round trip; called while a model call that
+    may fan out waits for its reply, it takes that wait off the fan-out.
+    """
+    if not isinstance(executor, ThreadPoolExecutor) or executor._threads:
+        return None
+
+    def ready() -> None:
+        try:
+            executor.submit(_idle)
+        except RuntimeError:  # shut down meanwhile: nothing to ready
+            pass
+
+    return ready
+
+
+def _idle() -> None:
+    """The job that leaves a new worker idle."""
 
 
 def submit(executor: Executor | None, job: Job) -> None:

@@ -68,6 +68,9 @@ class ModelCall:
     tools: list[dict[str, Any]]
     scope: CancelScope | None = None
     gate: TurnGate | None = None
+    #: Called once while the call waits for the model's reply, by an engine that sends a
+    #: request and then waits (the HTTP engine); others never call it.
+    while_waiting: Callable[[], None] | None = None
 
 
 class ModelEngine(Protocol):
@@ -127,7 +130,7 @@ class HttpEngine:
 
     def complete(self, call: ModelCall) -> ModelReply:
         body = self._style.build_body(call.model, call.messages, call.tools, call.system, self._params)
-        data = self.transport.post_json(body, scope=call.scope, gate=call.gate)
+        data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting)
         try:
             return self._style.parse_reply(data)
         except WireError as exc:

@@ -217,11 +217,14 @@ def _last_tool_turn(style: WireStyle, messages: list[dict[str, Any]]) -> tuple[i
 
 def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
     tools = engine.style.tools_payload(toolkit)  # the in-process model uses the openai style
+    # Delegation fans out to other turns: have a worker ready by the time the reply asks
+    # (unless delegations run on this thread, as with a dispatcher).
+    delegates = "agent" not in engine.here_sources and any(tool.source == "agent" for tool in toolkit.tools())
     while True:
         limit = _limit_reached(spec, state)
         if limit is not None:
             return _result(spec, state, "incomplete", limit=limit)
-        reply = _call_model(engine, spec, state, tools)
+        reply = _call_model(engine, spec, state, tools, _jobs.readier(engine.executor()) if delegates else None)
         state.finish_reason = reply.finish_reason
         if reply.usage_missing:
             engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
@@ -268,7 +271,7 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
 # --- one model call ----------------------------------------------------------------------
 
 
-def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]]) -> ModelReply:
+def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], while_waiting: Callable[[], None] | None = None) -> ModelReply:
     turn = state.turns + 1
     recorded = spec.journal.model_reply(turn) if spec.journal is not None else None
     if recorded is not None:  # asked and charged before a crash: never asked again
@@ -288,7 +291,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     try:
         with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
             reply = engine.model.complete(
-                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate)
+                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate, while_waiting=while_waiting)
             )
             traced.reply(reply)
     except (LLMError, Cancelled):

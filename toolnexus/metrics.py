@@ -6,6 +6,7 @@ counters and histograms behind one lock, and ``render`` writes the text expositi
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 from collections import defaultdict
@@ -27,9 +28,9 @@ class _Histogram:
         self.count = 0
 
     def observe(self, seconds: float) -> None:
-        for i, bound in enumerate(BUCKETS):
-            if seconds <= bound:
-                self.counts[i] += 1
+        counts = self.counts
+        for i in range(bisect.bisect_left(BUCKETS, seconds), len(BUCKETS)):  # every bucket whose bound it fits
+            counts[i] += 1
         self.total += seconds
         self.count += 1
 

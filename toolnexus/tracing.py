@@ -42,6 +42,14 @@ class _Otel:
         # Always W3C, whatever the global propagator: the carrier's format is ours to keep stable.
         self.propagator: Any = tracecontext.TraceContextTextMapPropagator()
         self.error: Any = trace.Status(trace.StatusCode.ERROR)
+        # The API's proxy tracer follows a provider set later, so one serves every Tracer.
+        self.tracer: Any = trace.get_tracer(_INSTRUMENTATION)
+
+    def silent(self) -> bool:
+        """No SDK records spans (no provider was set) and no span is current: every span
+        would be a void one, so none needs to be made."""
+        trace = self.trace
+        return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) and not trace.get_current_span().get_span_context().is_valid
 
 
 _found: tuple[_Otel | None] | None = None
@@ -115,7 +123,7 @@ class Tracer:
         self.provider = provider or "_OTHER"
         otel = _otel() if enabled else None
         self._otel = otel
-        self._tracer: Any = otel.trace.get_tracer(_INSTRUMENTATION) if otel is not None else None
+        self._tracer: Any = otel.tracer if otel is not None else None
 
     def agent(
         self,
@@ -134,7 +142,7 @@ class Tracer:
         a turn that suspended) becomes a link: a resumed turn points back to it.
         """
         otel = self._otel
-        if otel is None:
+        if otel is None or (not parent and not follows and otel.silent()):
             return INERT
         context = otel.propagator.extract(parent) if parent is not None else None
         attributes: dict[str, Any] = {
@@ -162,7 +170,7 @@ class Tracer:
     def chat(self, model: str, messages: list[dict[str, Any]], system: str | None = None) -> ContextManager[Any]:
         """One ``chat`` span around a model call; an exception marks it failed."""
         otel = self._otel
-        if otel is None:
+        if otel is None or otel.silent():
             return INERT
         attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider, "gen_ai.request.model": model}
         span = self._tracer.start_span(f"chat {model}", kind=otel.trace.SpanKind.CLIENT, attributes=attributes)
@@ -182,7 +190,7 @@ class Tracer:
         on another thread: whatever the tool starts (a delegated child turn) nests in it.
         """
         otel = self._otel
-        if otel is None:
+        if otel is None or otel.silent():
             return INERT
         attributes = {
             "gen_ai.operation.name": "execute_tool",

@@ -14,24 +14,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import io
 import json
 import logging
+import queue
 import random
 import socket
 import ssl
 import threading
 import time
+import types
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
 import urllib3.response
+import urllib3.util.connection
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ._cancel import CancelScope, TurnGate, current_scope, set_current_scope
+from ._http1 import MalformedReply, Reply, ReplyReader
 from .errors import Cancelled, LLMError, LLMTimeout
 
 log = logging.getLogger("toolnexus")
@@ -41,6 +46,9 @@ EXCERPT_CHARS = 1000  # enough for a provider's whole error object, cause includ
 _MESSAGE_EXCERPT = 300
 _READ_CHUNK = 65536
 _PREPARED_KEPT = 64  # endpoints whose prepared request is remembered
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder for every body
+# Shorter than the idle timeout of common servers (gunicorn 2 s; uvicorn, Node, Apache 5 s).
+_PROBE_IDLE_S = 1.0
 
 
 class _TrackedConnections:
@@ -63,7 +71,20 @@ class _TrackedHTTPSPool(_TrackedConnections, HTTPSConnectionPool):
 
 
 _TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
-_STOCK_SEND = HTTPAdapter.send
+_stock_send: list[Any] = []  # requests' own HTTPAdapter.send, once seen unpatched
+
+
+def _adapter_send_is_stock() -> bool:
+    """Whether ``HTTPAdapter.send`` is requests' own, not replaced by a mocking or
+    instrumentation library. This module may first be imported while one is active (a
+    test's ``responses`` mock), so the original is recognised by what it is, not by the
+    value seen at import."""
+    send = HTTPAdapter.send
+    if not _stock_send:
+        if type(send) is not types.FunctionType or send.__module__ != "requests.adapters" or send.__qualname__ != "HTTPAdapter.send":
+            return False
+        _stock_send.append(send)
+    return send is _stock_send[0]
 _URLLIB3_2 = int(getattr(urllib3, "__version__", "1").split(".")[0]) >= 2  # its connections take response options
 
 
@@ -149,6 +170,7 @@ class _SharedSessions:
         self._sessions: dict[tuple[str, int], requests.Session] = {}
         self._leases: dict[tuple[str, int], int] = {}
         self._pools: dict[tuple[str, int], list[Any]] = {}  # connection pools used directly
+        self._pool_of: dict[tuple[tuple[str, int], str], Any] = {}  # (lease key, URL) -> its pool
         self._prepared: dict[tuple[Any, ...], _Prepared] = {}
 
     def lease(self, url: str, pool_size: int) -> tuple[tuple[str, int], requests.Session]:
@@ -163,11 +185,18 @@ class _SharedSessions:
             self._leases[key] = self._leases.get(key, 0) + 1
             return key, session
 
-    def direct_pool(self, key: tuple[str, int], adapter: HTTPAdapter, template: requests.PreparedRequest, send_kwargs: dict[str, Any]) -> Any:
-        """The adapter's connection pool for ``template``'s URL, remembered so that the
-        last release closes its connections (urllib3 leaves that to garbage collection)."""
-        pool = adapter.get_connection_with_tls_context(template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
+    def direct_pool(self, key: tuple[str, int], adapter: HTTPAdapter, prepared: _Prepared) -> Any:
+        """The adapter's connection pool for the prepared URL, found once for every
+        transport of the endpoint and remembered so that the last release closes its
+        connections (urllib3 leaves that to garbage collection)."""
         with self._lock:
+            pool = self._pool_of.get((key, prepared.url))
+        if pool is not None and pool.pool is not None:  # not closed (released, or evicted by the adapter)
+            return pool
+        send_kwargs = prepared.send_kwargs
+        pool = adapter.get_connection_with_tls_context(prepared.template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
+        with self._lock:
+            self._pool_of[(key, prepared.url)] = pool
             known = self._pools.setdefault(key, [])
             if not any(each is pool for each in known):
                 known.append(pool)
@@ -199,17 +228,29 @@ class _SharedSessions:
             del self._leases[key]
             session = self._sessions.pop(key)
             pools = self._pools.pop(key, [])
+            for each in [each for each in self._pool_of if each[0] == key]:
+                del self._pool_of[each]
         for pool in pools:
             pool.close()
         session.close()
 
 
-_Prepared = tuple[requests.PreparedRequest, dict[str, Any]]
+class _Prepared:
+    """What every POST to one URL shares: the prepared template (session headers and auth
+    merged), the environment's proxy / CA / cert settings, and for a direct exchange (the
+    library's own session, no proxy) its request line and headers as bytes."""
+
+    __slots__ = ("url", "template", "send_kwargs", "direct_head")
+
+    def __init__(self, url: str, template: requests.PreparedRequest, send_kwargs: dict[str, Any], direct_head: bytes | None) -> None:
+        self.url = url
+        self.template = template
+        self.send_kwargs = send_kwargs
+        self.direct_head = direct_head
 
 
 def _prepare(session: requests.Session, url: str, headers: dict[str, str], *, owned: bool) -> _Prepared:
-    """The prepared template (session headers and auth merged) and the environment's proxy
-    / CA / cert settings for ``url``: work that does not change between calls."""
+    """The per-URL work that does not change between calls (see ``_Prepared``)."""
     template = session.prepare_request(requests.Request("POST", url, headers={"Content-Type": "application/json", **headers}))
     settings = session.merge_environment_settings(url, {}, None, None, None)
     send_kwargs: dict[str, Any] = {
@@ -221,17 +262,21 @@ def _prepare(session: requests.Session, url: str, headers: dict[str, str], *, ow
     }
     if not owned:
         send_kwargs["allow_redirects"] = False
-    return template, send_kwargs
+        return _Prepared(url, template, send_kwargs, None)
+    direct = _URLLIB3_2 and not requests.utils.select_proxy(url, send_kwargs["proxies"])
+    return _Prepared(url, template, send_kwargs, _request_head(url, template) if direct else None)
 
 
 _SHARED = _SharedSessions()
 
 
+@functools.lru_cache(maxsize=_PREPARED_KEPT)
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{parts.port or ''}"
 
 
+@functools.lru_cache(maxsize=_PREPARED_KEPT)
 def public_url(url: str) -> str:
     """``url`` without credentials, query or fragment: safe to put in a message."""
     parts = urlsplit(url)
@@ -284,21 +329,18 @@ class Transport:
         self._lease: tuple[str, int] | None = None
         if session is None:
             self._lease, session = _SHARED.lease(url, pool_size)
-            self._template, self._send_kwargs = _SHARED.prepared(self._lease, session, url, headers)
+            self._prepared = _SHARED.prepared(self._lease, session, url, headers)
             # Our own session has no hooks, cookies or redirects to honour: its adapter is
             # called directly.
             self._adapter: HTTPAdapter | None = session.get_adapter(url)  # type: ignore[assignment]
-            direct = _URLLIB3_2 and not requests.utils.select_proxy(url, self._send_kwargs["proxies"])
-            self._direct_head = _request_head(url, self._template) if direct else None
         else:
             # A host's session goes through Session.send and keeps its hooks and cookies;
             # its settings are the host's to change, so they are read for each transport.
             adapter = session.get_adapter(url)
             if isinstance(adapter, HTTPAdapter):
                 track_host_adapter(adapter)
-            self._template, self._send_kwargs = _prepare(session, url, headers, owned=False)
+            self._prepared = _prepare(session, url, headers, owned=False)
             self._adapter = None
-            self._direct_head = None
         self._pool: Any = None
         self._session = session
         self._lock = threading.Lock()  # guards: _live, _closed
@@ -337,20 +379,24 @@ class Transport:
             text = text.replace(secret, "***")
         return text
 
-    def post_json(self, body: dict[str, Any], *, scope: CancelScope | None = None, gate: TurnGate | None = None) -> Any:
+    def post_json(
+        self, body: dict[str, Any], *, scope: CancelScope | None = None, gate: TurnGate | None = None, while_waiting: Callable[[], None] | None = None
+    ) -> Any:
         """POST ``body`` and return the decoded JSON reply, retrying what may be retried.
+        ``while_waiting`` is called once, when a request is out and its reply awaited.
 
         Raises:
             LLMError: the endpoint failed past the retries (``LLMTimeout`` past the deadline).
             Cancelled: the scope was cancelled (interrupt, close) during any part of it.
         """
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        payload = _ENCODE(body).encode("utf-8")
         scope = scope if scope is not None else CancelScope()
+        waiting = [while_waiting] if while_waiting is not None else []
         with self._registered(scope):
             attempt = 0
             while True:
                 try:
-                    status, reply, error = self._attempt(payload, scope, gate)
+                    status, reply, error = self._attempt(payload, scope, gate, waiting)
                 except LLMTimeout as timeout:
                     if self._on_error is not None:  # observed, but a timeout is never retried
                         self._ask_on_error(timeout, None, attempt, False)
@@ -406,24 +452,24 @@ class Transport:
             return False
         return retryable
 
-    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None) -> tuple[int | None, Any, LLMError | None]:
+    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None, waiting: list[Callable[[], None]]) -> tuple[int | None, Any, LLMError | None]:
         """One exchange under the gate. Returns (status, reply-or-response, error); raises
         what is never retried (a timeout, a cancellation)."""
         if scope.cancelled:
             raise Cancelled("interrupted before the model call")
         if gate is None:
-            return self._exchange(payload, scope)
+            return self._exchange(payload, scope, waiting)
         with gate.held(scope):
-            return self._exchange(payload, scope)
+            return self._exchange(payload, scope, waiting)
 
-    def _exchange(self, payload: bytes, scope: CancelScope) -> tuple[int | None, Any, LLMError | None]:
+    def _exchange(self, payload: bytes, scope: CancelScope, waiting: list[Callable[[], None]]) -> tuple[int | None, Any, LLMError | None]:
         deadline = time.monotonic() + self._timeout if self._timeout is not None else None
         direct = self._direct_pool()
         set_current_scope(scope)
         got: list[Any] = []  # the response, once its headers are in
         try:
             if direct is not None:
-                content = self._exchange_direct(direct, payload, deadline, got)
+                content = self._exchange_direct(direct, payload, deadline, got, scope, waiting)
             else:
                 got.append(self._send(payload, deadline).raw)
                 content = _read_body(got[0], deadline, getattr(getattr(got[0], "_connection", None), "sock", None))
@@ -452,49 +498,71 @@ class Transport:
         """The connection pool to talk to directly, below ``HTTPAdapter.send``: for the
         library's own session with no proxy, unless ``HTTPAdapter.send`` has been replaced
         (by a mocking or instrumentation library), which is then honoured."""
-        if self._direct_head is None or HTTPAdapter.send is not _STOCK_SEND:
+        if self._prepared.direct_head is None or not _adapter_send_is_stock():
             return None
         pool = self._pool
         if pool is None or pool.pool is None:  # first use, or closed with its session
             assert self._adapter is not None and self._lease is not None
-            pool = self._pool = _SHARED.direct_pool(self._lease, self._adapter, self._template, self._send_kwargs)
+            pool = self._pool = _SHARED.direct_pool(self._lease, self._adapter, self._prepared)
         return pool
 
-    def _exchange_direct(self, pool: Any, payload: bytes, deadline: float | None, got: list[Any]) -> bytes:
+    def _exchange_direct(
+        self, pool: Any, payload: bytes, deadline: float | None, got: list[Any], scope: CancelScope, waiting: list[Callable[[], None]]
+    ) -> bytes:
         """One request on a pooled connection: what ``HTTPAdapter.send`` does, without the
         per-call work that never changes for this endpoint. The request line and headers
-        are worked out once; each request goes out in one write."""
-        conn = pool._get_conn()  # handed to the calling thread's scope by the tracked pool
-        try:
-            conn.timeout = _remaining(deadline)
-            if conn.sock is None:
-                conn.connect()
-            conn.sock.settimeout(_remaining(deadline))
-            conn.sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._direct_head, len(payload), payload))
-            reply = http.client.HTTPResponse(conn.sock, method="POST")
-            reply.begin()
-            if reply.getheader("Content-Encoding", "identity").lower() == "identity":
-                got.append(reply)  # nothing to decode: read it as it is
-            else:
-                got.append(_decoding(reply))
-            content = _read_body(got[0], deadline, conn.sock)
-        except BaseException:
+        are worked out once; each request goes out in one write, and the reply is read
+        with the deadline bounding the whole of it.
+
+        A kept-alive connection that turns out closed by the server (the request fails
+        before a single byte of reply) is replaced by a new one, once, at once.
+        """
+        conn = _checkout(pool, fresh=False)
+        while True:
+            reused = conn.sock is not None
+            reader: ReplyReader | None = None
+            try:
+                conn.timeout = _remaining(deadline)
+                if conn.sock is None:
+                    conn.connect()
+                sock = conn.sock
+                sock.settimeout(_remaining(deadline))
+                sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._prepared.direct_head, len(payload), payload))
+                if waiting:
+                    waiting.pop()()  # overlaps the model's work on the reply
+                reader = ReplyReader(sock, deadline)
+                reply = reader.head()
+                got.append(reply)
+                content = reader.body(reply)
+                coding = reply.headers.get("Content-Encoding")
+                if coding is not None and coding.lower() != "identity":
+                    content = _decoded(reply, content)
+            except (ConnectionResetError, BrokenPipeError):  # RemoteDisconnected is one
+                conn.close()
+                pool._put_conn(None)
+                if reused and not got and not (reader is not None and reader.received) and not scope.cancelled:
+                    conn = _checkout(pool, fresh=True)  # it was closed while it sat idle
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                pool._put_conn(None)
+                raise
+            break
+        if reply.will_close or reader.leftover:
             conn.close()
-            pool._put_conn(None)
-            raise
-        if reply.will_close:
-            conn.close()
+        conn.toolnexus_idle_since = time.monotonic()
         pool._put_conn(conn)
         return content
 
     def _send(self, payload: bytes, deadline: float | None) -> requests.Response:
-        prepared = self._template.copy()
-        prepared.body = payload
-        prepared.headers["Content-Length"] = str(len(payload))
+        request = self._prepared.template.copy()
+        request.body = payload
+        request.headers["Content-Length"] = str(len(payload))
         timeout = _remaining(deadline)
         if self._adapter is not None:
-            return self._adapter.send(prepared, timeout=timeout, **self._send_kwargs)
-        return self._session.send(prepared, timeout=timeout, **self._send_kwargs)
+            return self._adapter.send(request, timeout=timeout, **self._prepared.send_kwargs)
+        return self._session.send(request, timeout=timeout, **self._prepared.send_kwargs)
 
     def _decode(self, raw: Any, content: bytes) -> tuple[int | None, Any, LLMError | None]:
         status: int = raw.status
@@ -537,20 +605,43 @@ def _request_head(url: str, template: requests.PreparedRequest) -> bytes:
     return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
-def _decoding(reply: http.client.HTTPResponse) -> Any:
-    """A reply with a ``Content-Encoding``, wrapped so that reading it decodes it."""
-    return urllib3.response.HTTPResponse(
-        body=reply,
-        headers=urllib3.HTTPHeaderDict(reply.msg.items()),
+def _checkout(pool: Any, *, fresh: bool) -> Any:
+    """A connection from ``pool`` for a direct exchange (a new one if ``fresh``), handed to
+    the calling thread's scope. A kept-alive connection idle for ``_PROBE_IDLE_S`` or more
+    is first checked for a close by the server, as ``HTTPConnectionPool._get_conn`` checks
+    every one; one used moments ago is not, which spares a system call (and a hand-over of
+    the interpreter lock) on every exchange of a busy client."""
+    idle = pool.pool
+    if idle is None:
+        raise urllib3.exceptions.ClosedPoolError(pool, "Pool is closed.")
+    conn = None
+    if not fresh:
+        try:
+            conn = idle.get(block=False)
+        except queue.Empty:
+            pass
+    if conn is not None and time.monotonic() - getattr(conn, "toolnexus_idle_since", 0.0) >= _PROBE_IDLE_S:
+        if urllib3.util.connection.is_connection_dropped(conn):
+            conn.close()
+    if conn is None:
+        conn = pool._new_conn()
+    scope = current_scope()
+    if scope is not None:
+        scope.attach(conn)
+    return conn
+
+
+def _decoded(reply: Reply, content: bytes) -> bytes:
+    """The body of a reply with a ``Content-Encoding`` (gzip, deflate...), decoded."""
+    encoded = urllib3.response.HTTPResponse(
+        body=io.BytesIO(content),
+        headers=urllib3.HTTPHeaderDict(reply.headers.items()),
         status=reply.status,
-        version=reply.version,
-        reason=reply.reason,
         preload_content=False,
         decode_content=True,
-        original_response=reply,
-        enforce_content_length=True,
-        request_method="POST",
+        enforce_content_length=False,  # the framing was checked as the body was read
     )
+    return bytes(encoded.read(decode_content=True))
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -558,13 +649,11 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 def _read_body(raw: Any, deadline: float | None, sock: socket.socket | None) -> bytes:
-    """The whole body (``raw`` is a stdlib or a urllib3 response, read decoded); with a
-    deadline each read waits only for the time that is left, so a reply dripping one byte
-    at a time cannot outlast it."""
-    plain = isinstance(raw, http.client.HTTPResponse)
+    """The whole body of a urllib3 response, read decoded; with a deadline each read waits
+    only for the time that is left, so a reply dripping one byte at a time cannot outlast it."""
     try:
         if deadline is None:
-            return bytes(raw.read() if plain else raw.read(decode_content=True))
+            return bytes(raw.read(decode_content=True))
         parts: list[bytes] = []
         while True:
             remaining = deadline - time.monotonic()
@@ -572,14 +661,13 @@ def _read_body(raw: Any, deadline: float | None, sock: socket.socket | None) -> 
                 raise TimeoutError("the reply body did not complete before the deadline")
             if sock is not None:
                 sock.settimeout(remaining)
-            chunk = raw.read1(_READ_CHUNK) if plain else raw.read1(_READ_CHUNK, decode_content=True)
+            chunk = raw.read1(_READ_CHUNK, decode_content=True)
             if not chunk:
                 return b"".join(parts)
             parts.append(chunk)
     except BaseException:
         raw.close()
-        if not plain:
-            raw.release_conn()
+        raw.release_conn()
         raise
 
 
@@ -593,6 +681,7 @@ _CAUSES: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((urllib3.exceptions.InvalidChunkLength, requests.exceptions.ChunkedEncodingError), "malformed chunked reply body"),
     ((http.client.IncompleteRead, urllib3.exceptions.IncompleteRead), "reply body cut short"),
     ((http.client.RemoteDisconnected,), "server closed the connection without a reply"),
+    ((MalformedReply,), "malformed reply"),
     ((TimeoutError, requests.Timeout, urllib3.exceptions.TimeoutError), "timed out"),
 )
 

@@ -7,41 +7,65 @@ This is the only module that imports cattrs.
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from .data import AgentResult, Answer, HandleView, Request, RunResult, ToolCallRecord, ToolResult, Usage
 from .errors import WireError
 
+if TYPE_CHECKING:
+    import cattrs
+
 T = TypeVar("T")
 
-converter = cattrs.Converter()
 
-_RENAMES: dict[type, dict[str, Any]] = {
-    Request: {"expires_at": override(rename="expiresAt", omit_if_default=True)},
-}
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """The converter, built on first use: cattrs costs import time that a process which
+    never sends a value across a boundary should not pay."""
+    import cattrs
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+    converter = cattrs.Converter()
+    renames: dict[type, dict[str, Any]] = {
+        Request: {"expires_at": override(rename="expiresAt", omit_if_default=True)},
+    }
+
+    def omit_none_unstructure(cls: type) -> Any:
+        """Unstructure ``cls`` leaving out every field that is ``None`` (absent on the wire)."""
+        base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **renames.get(cls, {}))
+
+        def unstructure(value: Any) -> dict[str, Any]:
+            return {key: item for key, item in base(value).items() if item is not None}
+
+        return unstructure
+
+    def unstructure_result(value: ToolResult) -> dict[str, Any]:
+        """A ``ToolResult`` whose metadata may hold a pending ``Request``."""
+        out: dict[str, Any] = {"output": value.output, "is_error": value.is_error}
+        if value.metadata is not None:
+            out["metadata"] = converter.unstructure(value.metadata)
+        return out
+
+    for kind in (bool, str, int):
+        converter.register_structure_hook(kind, _strict(kind))
+    for cls in (Request, Answer):
+        converter.register_unstructure_hook(cls, omit_none_unstructure(cls))
+        converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **renames.get(cls, {})))
+    converter.register_unstructure_hook(ToolResult, unstructure_result)
+    converter.register_unstructure_hook(AgentResult, make_dict_unstructure_fn(AgentResult, converter, runtime=override(omit=True)))
+    # Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
+    converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
+    return converter
 
 
-def _omit_none_unstructure(cls: type) -> Any:
-    """Unstructure ``cls`` leaving out every field that is ``None`` (absent on the wire)."""
-    base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **_RENAMES.get(cls, {}))
-
-    def unstructure(value: Any) -> dict[str, Any]:
-        return {key: item for key, item in base(value).items() if item is not None}
-
-    return unstructure
-
-
-def _unstructure_result(value: ToolResult) -> dict[str, Any]:
-    """A ``ToolResult`` whose metadata may hold a pending ``Request``."""
-    out: dict[str, Any] = {"output": value.output, "is_error": value.is_error}
-    if value.metadata is not None:
-        out["metadata"] = converter.unstructure(value.metadata)
-    return out
+def __getattr__(name: str) -> Any:
+    if name == "converter":  # the one converter, for code that configures or reads it
+        return _converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _strict(kind: type) -> Any:
@@ -55,18 +79,6 @@ def _strict(kind: type) -> Any:
     return structure
 
 
-for _kind in (bool, str, int):
-    converter.register_structure_hook(_kind, _strict(_kind))
-
-for _cls in (Request, Answer):
-    converter.register_unstructure_hook(_cls, _omit_none_unstructure(_cls))
-    converter.register_structure_hook(_cls, make_dict_structure_fn(_cls, converter, **_RENAMES.get(_cls, {})))
-converter.register_unstructure_hook(ToolResult, _unstructure_result)
-_agent_result_fields = make_dict_unstructure_fn(AgentResult, converter, runtime=override(omit=True))
-converter.register_unstructure_hook(AgentResult, _agent_result_fields)
-# Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
-converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
-
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 #: Deepest nesting ``from_json`` accepts; deeper input is refused, never recursed into.
@@ -75,15 +87,17 @@ MAX_DEPTH = 64
 
 def to_wire(value: Any) -> Any:
     """Plain JSON-ready data for ``value`` (an attrs value type or plain data)."""
-    return converter.unstructure(value)
+    return _converter().unstructure(value)
 
 
 def from_wire(cls: type[T], data: Any) -> T:
     """Build ``cls`` from plain data; a bad shape raises ``WireError``."""
     if attrs.has(cls) and not isinstance(data, dict):
         raise WireError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    import cattrs
+
     try:
-        return converter.structure(data, cls)
+        return _converter().structure(data, cls)
     except (cattrs.BaseValidationError, KeyError, TypeError, ValueError) as exc:
         raise WireError(f"invalid {cls.__name__}: {_describe(exc)}") from exc
 
@@ -148,6 +162,8 @@ def _too_deep(data: Any) -> bool:
 
 
 def _describe(exc: BaseException) -> str:
+    import cattrs
+
     if isinstance(exc, cattrs.BaseValidationError):
         notes = cattrs.transform_error(exc)
         return "; ".join(notes) if notes else str(exc)
