@@ -114,6 +114,7 @@ class Agent:
 
     def __init__(self, definition: AgentDef) -> None:
         self.definition = definition
+        self._named: tuple[AgentDef, AgentDef] | None = None  # (definition, its registry form)
         self._kept = _KeptConnections()
         # Dropping the agent lets its kept connections go (no reference back to it).
         self._finalizer = weakref.finalize(self, self._kept.release_all)
@@ -135,9 +136,20 @@ class Agent:
             if current.name in found:
                 continue
             definition = current.definition
-            found[current.name] = attrs.evolve(definition, team=definition.team_names)
+            found[current.name] = current._by_names()
             stack.extend(member for member in definition.team if isinstance(member, Agent))
         return found
+
+    def _by_names(self) -> AgentDef:
+        """The definition with its team as names, as a registry holds it: made again only
+        when ``definition`` or a member's name changed (a fresh runtime on every ``run``
+        reuses it)."""
+        definition = self.definition
+        names = definition.team_names
+        made = self._named
+        if made is None or made[0] is not definition or made[1].team != names:
+            made = self._named = (definition, attrs.evolve(definition, team=names))
+        return made[1]
 
     def runtime(self, **runtime_options: Any) -> Runtime:
         from .runtime import Runtime

@@ -247,10 +247,11 @@ def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEng
     refused = [key for key in REFUSED_PARAMS if key in params]
     if refused:
         raise ConfigError(f"request_params may not set {', '.join(refused)}")
-    try:
-        check_json(options.request_params, "request_params")
-    except WireError as exc:
-        raise ConfigError(str(exc)) from None
+    if params:
+        try:
+            check_json(params, "request_params")
+        except WireError as exc:
+            raise ConfigError(str(exc)) from None
     if options.generate is not None:
         return InProcessEngine(options.generate)
     wire = get_style(options.style)

@@ -224,7 +224,7 @@ class Runtime:
 
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
         """One store transaction around a change to ``handles`` (their locks held)."""
-        return self._durable.change(*handles, dirty=False) if self._durable is not None else contextlib.nullcontext()
+        return self._durable.change(*handles, dirty=False) if self._durable is not None else _NOTHING
 
     def release(self) -> None:
         """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
@@ -388,7 +388,7 @@ class Runtime:
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
         child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
-        with child.lock, self._durable.change(child) if self._durable is not None else contextlib.nullcontext():  # the new row
+        with child.lock, self._durable.change(child) if self._durable is not None else _NOTHING:  # the new row
             owner.add_child(child_id)
         self._tree.add(child)
         return child
@@ -691,7 +691,7 @@ class Runtime:
         aborted: int | None = None  # the serial of the turn this interrupt ended
         settling: Turn | None = None
         locked = (parent, handle) if parent is not None else (handle,)
-        with parent.lock if parent is not None else contextlib.nullcontext(), handle.lock, self._atomic(*locked):
+        with parent.lock if parent is not None else _NOTHING, handle.lock, self._atomic(*locked):
             record = handle.record
             if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
                 settling = handle.turn  # finished already: its outcome stands
@@ -812,7 +812,10 @@ class Runtime:
             with handle.lock:
                 handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
         while True:
-            self.interrupt(handle)
+            with handle.lock:  # in memory, an idle handle has nothing to interrupt
+                idle = self._durable is None and handle.record.state == IDLE and not handle.record.queued
+            if not idle:
+                self.interrupt(handle)
             with handle.lock, self._atomic(handle):
                 state = handle.record.state
                 if state == CLOSED:
@@ -879,6 +882,10 @@ def _ancestry(handle_id: str) -> set[str]:
 
 
 _RETRIED_STATUSES = ("error", "interrupted", "timeout")
+
+#: A context that does nothing: no store transaction without a state, no parent lock at the
+#: root (reentrant, so one serves every use).
+_NOTHING: ContextManager[Any] = contextlib.nullcontext()
 
 
 def _ended_in_failure(child: Handle) -> bool:

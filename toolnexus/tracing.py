@@ -44,12 +44,15 @@ class _Otel:
         self.error: Any = trace.Status(trace.StatusCode.ERROR)
         # The API's proxy tracer follows a provider set later, so one serves every Tracer.
         self.tracer: Any = trace.get_tracer(_INSTRUMENTATION)
+        # Bound once: ``silent`` is asked around every model call, tool call and turn.
+        self._provider: Any = trace.get_tracer_provider
+        self._proxy: Any = trace.ProxyTracerProvider
+        self._current: Any = trace.get_current_span
 
     def silent(self) -> bool:
         """No SDK records spans (no provider was set) and no span is current: every span
         would be a void one, so none needs to be made."""
-        trace = self.trace
-        return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) and not trace.get_current_span().get_span_context().is_valid
+        return isinstance(self._provider(), self._proxy) and not self._current().get_span_context().is_valid
 
 
 _found: tuple[_Otel | None] | None = None
