@@ -84,3 +84,14 @@ def test_a_team_agent_with_its_own_tool_named_task_is_a_config_error():
 
 def test_an_agent_without_a_team_may_have_a_tool_named_task():
     assert AgentDef("solo", "Works alone.", tools=[_own_task_tool()]).tools[0].name == "task"
+
+
+def test_an_agents_registry_follows_a_replaced_definition_of_it_or_of_a_team_member():
+    researcher = agent("researcher", does="looks things up")
+    boss = agent("boss", does="delegates", team=[researcher])
+    assert boss.registry["boss"].team == ("researcher",)
+    researcher.definition = attrs.evolve(researcher.definition, name="scout")
+    assert boss.registry["boss"].team == ("scout",)
+    assert "scout" in boss.registry and "researcher" not in boss.registry
+    boss.definition = attrs.evolve(boss.definition, soul="be brief")
+    assert boss.registry["boss"].soul == "be brief"
