@@ -223,7 +223,7 @@ class SQLiteState(SqlState):
                     raise StateError(f"cannot write to {self.path}: {exc}") from exc
                 if delay is None:
                     raise StateError(f"{self.path} stayed locked by another process: {exc}") from exc
-                time.sleep(delay)  # another process holds the write lock past busy_timeout
+                time.sleep(delay)  # retry backoff: another process holds the write lock past busy_timeout
 
     def _rollback(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -255,7 +255,7 @@ class SQLiteState(SqlState):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            time.sleep(min(delay, remaining))  # the documented polling fallback
+            time.sleep(min(delay, remaining))  # polling backoff: SQLite has no cross-process notifications
             with self._watch_lock:
                 if self._watch.execute("PRAGMA data_version").fetchone()[0] != before:
                     return
