@@ -15,10 +15,12 @@ import logging
 import os
 import socket
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .errors import ToolnexusError
-from .state import DurableTree
+
+if TYPE_CHECKING:
+    from .state import DurableTree
 
 log = logging.getLogger("toolnexus")
 

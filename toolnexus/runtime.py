@@ -32,7 +32,6 @@ from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
-from .state import DurableTree, StateConversations, StateStore, open_state
 from .hooks import HooksLike
 from .ownership import RECOVER_OPTIONS, Ownership
 from .store import ConversationStore, InMemoryStore
@@ -45,6 +44,8 @@ from .wire import to_wire
 
 if TYPE_CHECKING:
     import requests
+
+    from .state import DurableTree, StateStore
 
 log = logging.getLogger("toolnexus")
 
@@ -122,8 +123,8 @@ class Runtime:
         self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
         engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: self._executor)
         try:
-            self._owns_state = state is not None and not isinstance(state, StateStore)
-            self._durable = DurableTree(open_state(state), runtime_id, sole_user=self._owns_state) if state is not None else None
+            self._owns_state = False
+            self._durable = self._open_state(state, runtime_id) if state is not None else None
             self.root = self._open_root()
             self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
             self._clock = clock or time.monotonic
@@ -131,7 +132,7 @@ class Runtime:
             self._shutdown_s = shutdown_ms / 1000
             self._store: ConversationStore
             if self._durable is not None:
-                self._store = StateConversations(self._durable)
+                self._store = self._durable.conversations()
             else:
                 self._store = store if store is not None else InMemoryStore()
             self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
@@ -191,6 +192,13 @@ class Runtime:
             self.close(self.root)
 
     # --- the durable state ----------------------------------------------------------------
+
+    def _open_state(self, state: str | os.PathLike[str] | StateStore, runtime_id: str) -> DurableTree:
+        """The stored tree. The state module (and sqlite3) load only for a runtime that has one."""
+        from .state import DurableTree, StateStore, open_state
+
+        self._owns_state = not isinstance(state, StateStore)
+        return DurableTree(open_state(state), runtime_id, sole_user=self._owns_state)
 
     def _open_root(self) -> Handle:
         """The root handle: the stored one when the state holds this tree (opening

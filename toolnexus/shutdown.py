@@ -11,12 +11,14 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from .engine import ModelEngine
 from .handle import Handle
 from .ownership import Ownership
-from .state import StateStore
+
+if TYPE_CHECKING:
+    from .state import StateStore
 
 log = logging.getLogger("toolnexus")
 

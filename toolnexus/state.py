@@ -18,6 +18,7 @@ import importlib
 import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
@@ -29,7 +30,6 @@ from .errors import ConfigError, StateError
 from .wire import from_wire, to_wire
 
 if TYPE_CHECKING:
-    import sqlite3
     from .handle import Handle, HandleRecord
 
 log = logging.getLogger("toolnexus")
@@ -162,9 +162,6 @@ class SQLiteState(SqlState):
     _BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8)
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        global sqlite3
-        import sqlite3  # here, not at the top: a runtime without a state never loads it
-
         self.path = os.fspath(path)
         try:
             self._conn = self._connect()
@@ -561,6 +558,10 @@ class DurableTree:
                 " ON CONFLICT (runtime_id, conversation_id) DO UPDATE SET body = excluded.body",
                 (self.runtime_id, conversation_id, json.dumps(messages)),
             )
+
+    def conversations(self) -> StateConversations:
+        """This tree's transcripts as a ``ConversationStore``."""
+        return StateConversations(self)
 
 
 def stored_views(tree: DurableTree) -> list[HandleView]:

@@ -85,6 +85,8 @@ def _adapter_send_is_stock() -> bool:
             return False
         _stock_send.append(send)
     return send is _stock_send[0]
+
+
 _URLLIB3_2 = int(getattr(urllib3, "__version__", "1").split(".")[0]) >= 2  # its connections take response options
 
 

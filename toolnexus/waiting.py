@@ -12,15 +12,17 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import _jobs
 from .data import AgentResult
 from .dispatch import Dispatching
 from .handle import CLOSED, Handle, Turn, closed_result
-from .state import DurableTree
 from .tree import HandleTree
 from .turns import TurnRunner
+
+if TYPE_CHECKING:
+    from .state import DurableTree
 
 #: How long a wait on a turn owned by another process goes without re-reading the state.
 _REMOTE_POLL_S = 0.25
