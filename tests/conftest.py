@@ -77,18 +77,23 @@ def cleanup():
 
 
 @pytest.fixture
-def servers():
-    """Start raw-socket servers (``servers(script)``); every one is closed after the test."""
-    started = []
+def closing():
+    """``closing(server)`` hands ``server`` back and closes it after the test."""
+    opened = []
 
-    def start(script):
-        server = RawServer(script)
-        started.append(server)
+    def keep(server):
+        opened.append(server)
         return server
 
-    yield start
-    for server in started:
+    yield keep
+    for server in reversed(opened):
         server.close()
+
+
+@pytest.fixture
+def servers(closing):
+    """Start raw-socket servers (``servers(script)``); every one is closed after the test."""
+    return lambda script: closing(RawServer(script))
 
 
 @pytest.fixture

@@ -292,17 +292,9 @@ CASES = [pytest.param(name, index, id=f"{name}#{index}") for name in FILES for i
 
 
 @pytest.fixture
-def replay():
-    servers = []
-
-    def start(recorded):
-        server = ReplayServer(recorded)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
+def replay(closing):
+    """Start replay servers (``replay(recorded)``); every one is closed after the test."""
+    return lambda recorded: closing(ReplayServer(recorded))
 
 
 def test_every_recorded_file_is_replayed():
