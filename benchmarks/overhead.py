@@ -29,6 +29,7 @@ import http.client
 import importlib.util
 import json
 import math
+import os
 import resource
 import statistics
 import subprocess
@@ -381,10 +382,15 @@ def ratio(results: dict[str, dict[str, Any]], num: str, den: str) -> float | Non
     return round(a / b, 2) if a and b else None
 
 
+#: The subprocesses may write byte-code, as an installed package has it: without it every
+#: import would compile the package from source (``PYTHONDONTWRITEBYTECODE`` set here).
+_IMPORT_ENV = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _time_python(code: str) -> float:
     """Wall seconds of one ``python -c code`` run in a fresh subprocess."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=HERE.parent,
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=HERE.parent, env=_IMPORT_ENV,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 
