@@ -90,3 +90,36 @@ def test_with_a_state_dropped_handles_stay_readable(tmp_path):
 def test_keep_closed_must_not_be_negative():
     with pytest.raises(ConfigError, match="keep_closed"):
         echo_runtime(keep_closed=-1)
+
+
+def test_a_finished_agent_run_leaves_no_garbage_for_the_cycle_collector():
+    import gc
+
+    from _helpers import calls, task, text
+    from toolnexus import agent
+
+    def boss(request):
+        found = tool_messages(request)
+        return text(" ".join(found)) if found else calls(task("t1", "kid", "a"), task("t2", "kid", "b"))
+
+    kid = agent("kid", does="Answers", model="kid")
+    lead = agent("lead", does="Delegates twice", model="lead", team=[kid])
+    model = ScriptedModel({"kid": lambda request: text("ok"), "lead": boss})
+    try:
+        assert lead.run("go", generate=model).text == "ok ok"  # warm: the pool's threads start once
+        gc.collect()
+        gc.disable()
+        try:
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            result = lead.run("go", generate=model)
+            assert result.text == "ok ok"
+            del result  # the last reference to the closed runtime
+            gc.collect()
+            left = [type(o).__name__ for o in gc.garbage if type(o).__module__.startswith("toolnexus")]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert left == []  # reference counting freed the whole tree
+    finally:
+        lead.close()

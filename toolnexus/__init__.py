@@ -33,6 +33,7 @@ from .errors import (
 )
 from .handle import Handle
 from .hooks import HookFunctions, HooksLike
+from .pool import WorkerPool
 from .runtime import Runtime
 from .store import ConversationStore, InMemoryStore, LockingStore
 from .toolkit import Toolkit
@@ -78,6 +79,7 @@ __all__ = [
     "UnknownRequest",
     "Usage",
     "WireError",
+    "WorkerPool",
     "failure",
     "make_answer",
     "make_request",

@@ -80,7 +80,11 @@ def readier(executor: Executor | None) -> Callable[[], None] | None:
     busy machine can take longer than a model round trip; called while a model call that
     may fan out waits for its reply, it takes that wait off the fan-out.
     """
-    if not isinstance(executor, ThreadPoolExecutor) or executor._threads:
+    if executor is None:
+        return None
+    # A ``pool.Lent`` says whether its shared pool has a thread; another executor is left be.
+    started = bool(executor._threads) if isinstance(executor, ThreadPoolExecutor) else getattr(executor, "has_threads", True)
+    if started:
         return None
 
     def ready() -> None:

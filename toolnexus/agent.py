@@ -12,6 +12,7 @@ import attrs
 from .data import AgentResult, Answer, Budget, Request
 from .errors import ConfigError
 from .hooks import HooksLike
+from .pool import DEFAULT_WORKERS, WorkerPool
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -115,8 +116,8 @@ class Agent:
     def __init__(self, definition: AgentDef) -> None:
         self.definition = definition
         self._named: tuple[AgentDef, AgentDef] | None = None  # (definition, its registry form)
-        self._kept = _KeptConnections()
-        # Dropping the agent lets its kept connections go (no reference back to it).
+        self._kept = _Kept()
+        # Dropping the agent lets its kept connections and threads go (no reference back to it).
         self._finalizer = weakref.finalize(self, self._kept.release_all)
 
     @property
@@ -159,8 +160,9 @@ class Agent:
     def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
         """Run once in a fresh runtime. A pending result keeps the runtime open on
         ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
-        (seconds) is ``Runtime.run_agent``'s."""
-        rt = self.runtime(**runtime_options)
+        (seconds) is ``Runtime.run_agent``'s. The runtime borrows the agent's kept worker
+        threads and model connections: ``close()`` ends them."""
+        rt = self.runtime(**self._kept.lend_pool(runtime_options))
         self._kept.keep(rt.keep_connections())
         result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
@@ -168,21 +170,24 @@ class Agent:
         return attrs.evolve(result, runtime=rt)
 
     def close(self) -> None:
-        """Close the connections this agent keeps between its runs (each ``run`` makes a
-        fresh runtime; the model endpoint's kept-alive connections are reused across them)."""
-        self._kept.release_all()
+        """End the worker threads and close the connections this agent keeps between its
+        runs (each ``run`` makes a fresh runtime that borrows them). A later ``run`` starts
+        them again."""
+        self._kept.release_all(wait=True)
 
     def as_tool(self, **runtime_options: Any) -> Tool:
         """This agent as a plain ``{prompt}`` tool, on a runtime of its own."""
         return self.runtime(**runtime_options).agent_tool(self.name)
 
 
-class _KeptConnections:
-    """One hold per model endpoint on its pooled connections, across an agent's runs."""
+class _Kept:
+    """What an agent keeps across its runs: one hold per model endpoint on its pooled
+    connections, and one worker pool per pool size."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards: _holds
+        self._lock = threading.Lock()  # guards: _holds, _pools
         self._holds: dict[Any, Callable[[], None]] = {}
+        self._pools: dict[int, WorkerPool] = {}
 
     def keep(self, hold: tuple[Any, Callable[[], None]] | None) -> None:
         if hold is None:
@@ -194,9 +199,26 @@ class _KeptConnections:
                 return
         release()  # already kept
 
-    def release_all(self) -> None:
+    def lend_pool(self, runtime_options: dict[str, Any]) -> dict[str, Any]:
+        """``runtime_options`` with this agent's pool of their size, unless they run inline
+        or bring a pool of their own."""
+        if runtime_options.get("inline") or runtime_options.get("pool") is not None:
+            return runtime_options
+        options = dict(runtime_options)
+        workers = options.pop("max_workers", None) or DEFAULT_WORKERS
+        with self._lock:
+            pool = self._pools.get(workers)
+            if pool is None:
+                pool = self._pools[workers] = WorkerPool(workers)
+        options["pool"] = pool
+        return options
+
+    def release_all(self, *, wait: bool = False) -> None:
         with self._lock:
             holds, self._holds = list(self._holds.values()), {}
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close(wait=wait)
         for release in holds:
             release()
 

@@ -11,7 +11,7 @@ import threading
 import time
 import warnings
 import weakref
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from . import loop, tracing
@@ -21,6 +21,7 @@ from .errors import ToolnexusError
 from .hooks import HooksLike
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
+from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for
 from .toolkit import Toolkit
 
@@ -80,9 +81,9 @@ class Client:
         self.inline = inline
         self.style = style
         self.base_url = base_url
-        self._tool_threads = _ToolThreads()
+        self._tool_threads = WorkerPool(_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")  # started on first use
         # inline: every tool call on the run's thread
-        self._engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads)
+        self._engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads.executor)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,
@@ -213,39 +214,13 @@ def _no_threads() -> Executor | None:
     return None
 
 
-class _ToolThreads:
-    """The client's pool for the concurrent tool calls of a turn, started on first use."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards: _executor, _closed
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
-
-    def __call__(self) -> Executor | None:
-        with self._lock:
-            if self._executor is None and not self._closed:
-                self._executor = ThreadPoolExecutor(max_workers=_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")
-            return self._executor
-
-    @property
-    def started(self) -> bool:
-        with self._lock:
-            return self._executor is not None
-
-    def close(self, *, wait: bool = True) -> None:
-        with self._lock:
-            executor, self._executor, self._closed = self._executor, None, True
-        if executor is not None:
-            executor.shutdown(wait=wait)
-
-
-def _release(tool_threads: _ToolThreads, model: ModelEngine | None, *, wait: bool = True) -> None:
+def _release(tool_threads: WorkerPool, model: ModelEngine | None, *, wait: bool = True) -> None:
     if model is not None:
         model.close()  # first: a tool thread may be waiting on a model call
     tool_threads.close(wait=wait)
 
 
-def _release_unclosed(described: str, tool_threads: _ToolThreads, model: ModelEngine | None) -> None:
+def _release_unclosed(described: str, tool_threads: WorkerPool, model: ModelEngine | None) -> None:
     """The finaliser of a client dropped without ``close``: warn if it held anything."""
     if model is not None or tool_threads.started:
         warnings.warn(f"unclosed {described}: call close() or use it in a with block", ResourceWarning, stacklevel=2)

@@ -18,6 +18,7 @@ import logging
 import os
 import time
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
@@ -34,6 +35,7 @@ from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError,
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
 from .hooks import HooksLike
 from .ownership import RECOVER_OPTIONS, Ownership
+from .pool import DEFAULT_WORKERS, Lent, WorkerPool
 from .store import ConversationStore, InMemoryStore
 from .task import agent_tool, result_as_tool_output, task_tool
 from .tree import HandleTree
@@ -50,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 ROOT = "root"
-_DEFAULT_WORKERS = 32
 
 
 class Runtime:
@@ -68,6 +69,9 @@ class Runtime:
     ``dispatcher`` (with a ``state``; see ``toolnexus.celery``) hands every turn to other
     processes: ``wake`` and ``resume`` commit it as queued and send one message, and any
     runtime of the tree that claims it runs it.
+    ``pool`` lends the runtime a ``WorkerPool``'s threads instead of starting its own:
+    closing the root then waits for the work this runtime gave the pool, whose threads
+    stay until the pool is closed.
     """
 
     def __init__(
@@ -103,6 +107,7 @@ class Runtime:
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
         dispatcher: Dispatcher | None = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
         if state is not None and store is not None:
@@ -117,11 +122,20 @@ class Runtime:
             raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
         self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
         # The engine first: bad connection options fail before the state is touched.
-        workers = max_workers or _DEFAULT_WORKERS
+        if pool is not None and max_workers is not None:
+            raise ConfigError("give max_workers= or pool=, not both: a pool has its own size")
+        workers = pool.max_workers if pool is not None else max_workers or DEFAULT_WORKERS
         self._inline = inline
         # Inline: no pool at all; a turn runs on the thread that waits for it.
-        self._executor = None if inline else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
-        engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: self._executor)
+        self._executor: ThreadPoolExecutor | Lent | None
+        if inline:
+            self._executor = None
+        elif pool is not None:
+            self._executor = pool.lend()
+        else:
+            self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
+        executor = self._executor
+        engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: executor)
         try:
             self._owns_state = False
             self._durable = self._open_state(state, runtime_id) if state is not None else None
@@ -152,7 +166,7 @@ class Runtime:
             gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
             clock=self._clock,
             lineage=self._tree.lineage,
-            task_tool=lambda handle, serial: task_tool(self, handle, serial),
+            task_tool=_weakly(self._task_tool),
             nonce=self.root.record.nonce,
             durable=self._durable,
             owner=self._owner,
@@ -169,8 +183,8 @@ class Runtime:
             dispatching=self._dispatching,
             durable=self._durable,
             clock=self._clock,
-            run_turn=self._run_turn,
-            interrupt=self.interrupt,
+            run_turn=_weakly(self._run_turn),
+            interrupt=_weakly(self.interrupt),
             inline=inline,
         )
         self._ownership: Ownership | None = None
@@ -221,6 +235,9 @@ class Runtime:
             if self._owns_state:
                 durable.store.close()
             raise
+
+    def _task_tool(self, handle: Handle, serial: int) -> Tool:
+        return task_tool(self, handle, serial)
 
     def _load_handle(self, handle_id: str) -> Handle | None:
         """A handle made by another process (or before this runtime opened the tree)."""
@@ -882,6 +899,21 @@ class Runtime:
             callback(*args)
         except Exception:
             log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)
+
+
+def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` called through a weak reference to its runtime: the parts a runtime hands
+    its own methods to keep no cycle back to it, so reference counting frees a closed
+    runtime at once instead of leaving a whole tree to the cycle collector."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        bound = ref()
+        if bound is None:
+            raise ToolnexusError("the runtime is gone")
+        return bound(*args, **kwargs)
+
+    return call
 
 
 def _ancestry(handle_id: str) -> set[str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterable
 from .engine import ModelEngine
 from .handle import Handle
 from .ownership import Ownership
+from .pool import Lent
 
 if TYPE_CHECKING:
     from .state import StateStore
@@ -39,15 +40,20 @@ def cancel_running(handles: Iterable[Handle]) -> None:
             turn.scope.cancel()
 
 
-def stop_workers(executor: ThreadPoolExecutor | None, model: ModelEngine, deadline: float) -> None:
+def stop_workers(executor: ThreadPoolExecutor | Lent | None, model: ModelEngine, deadline: float) -> None:
     """End the pool (none inline); wait for its threads (interrupted turns unwinding) until
-    ``deadline`` on the monotonic clock, then close the model endpoint's connections."""
+    ``deadline`` on the monotonic clock, then close the model endpoint's connections. A
+    pool lent by a ``WorkerPool`` keeps its threads: what is waited for is the work this
+    runtime gave it."""
     if executor is not None:
         executor.shutdown(wait=False, cancel_futures=True)
-    threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
-    for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    left = [thread.name for thread in threads if thread.is_alive()]
+    if isinstance(executor, Lent):
+        left = executor.join(max(0.0, deadline - time.monotonic()))
+    else:
+        threads = [t for t in list(getattr(executor, "_threads", ())) if t is not threading.current_thread()]
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        left = [thread.name for thread in threads if thread.is_alive()]
     if left:
         log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
     model.close()
