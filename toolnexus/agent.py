@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import weakref
@@ -153,9 +154,7 @@ class Agent:
         return made[1]
 
     def runtime(self, **runtime_options: Any) -> Runtime:
-        from .runtime import Runtime
-
-        return Runtime(self.registry, **runtime_options)
+        return _runtime_class()(self.registry, **runtime_options)
 
     def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
         """Run once in a fresh runtime. A pending result keeps the runtime open on
@@ -221,6 +220,14 @@ class _Kept:
             pool.close(wait=wait)
         for release in holds:
             release()
+
+
+@functools.cache
+def _runtime_class() -> type[Runtime]:
+    """``Runtime``, imported on first use: its module imports this one."""
+    from .runtime import Runtime
+
+    return Runtime
 
 
 def agent(

@@ -22,6 +22,8 @@ import attrs
 from ._cancel import CancelScope, TurnGate
 from .data import ModelReply, ToolCall, ToolResult
 from .errors import Cancelled, ConfigError, LLMError, WireError
+from .styles import get_style
+from .wire import check_json
 
 if TYPE_CHECKING:
     import requests
@@ -238,9 +240,6 @@ def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEng
         ConfigError: neither ``base_url`` nor ``generate``, reserved ``request_params``, an
             unknown style, or a key or header that could not be sent as it is.
     """
-    from .styles import get_style
-    from .wire import check_json
-
     if options.generate is None and not options.base_url:
         raise ConfigError("give either base_url (an HTTP endpoint) or generate (an in-process model)")
     params = dict(options.request_params or {})

@@ -150,6 +150,8 @@ class Turn:
     started: float = 0.0
     tokens_before: int = 0
     prior_turns: int = 0
+    #: Model calls this turn made so far, counted by the ``TurnRunner`` under its lock.
+    model_calls: int = 0
     settling: bool = False
     #: Where the turn was queued, as trace-context headers (``tracing.capture``).
     trace: dict[str, str] | None = None

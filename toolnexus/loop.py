@@ -523,10 +523,9 @@ def _declined(answer: Answer | None, request: Request) -> ToolResult:
 
 def _context(spec: RunSpec, call: ToolCall, answer: Answer | None) -> ToolContext:
     key = spec.call_key(call.id) if spec.call_key is not None else None
-    ctx = ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
-    if spec.scope is not None:
-        ctx.cancelled = spec.scope.event
-    return ctx
+    if spec.scope is None:
+        return ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
+    return ToolContext(answer=answer, cancelled=spec.scope.event, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
 
 
 def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:

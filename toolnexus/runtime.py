@@ -17,7 +17,6 @@ import contextlib
 import logging
 import os
 import time
-import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
@@ -120,7 +119,7 @@ class Runtime:
             raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
         if keep_closed < 0:
             raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
-        self._owner = uuid.uuid4().hex  # this runtime object, as the owner of the turns it runs
+        self._owner = os.urandom(16).hex()  # this runtime object, as the owner of the turns it runs
         # The engine first: bad connection options fail before the state is touched.
         if pool is not None and max_workers is not None:
             raise ConfigError("give max_workers= or pool=, not both: a pool has its own size")
@@ -218,7 +217,7 @@ class Runtime:
         """The root handle: the stored one when the state holds this tree (opening
         continues it), else a new one, committed at once."""
         durable = self._durable
-        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=uuid.uuid4().hex)
+        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
         if durable is None:
             return Handle(fresh)
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from typing import TYPE_CHECKING, Any, ContextManager
 
 from .errors import Cancelled
@@ -48,11 +49,19 @@ class _Otel:
         self._provider: Any = trace.get_tracer_provider
         self._proxy: Any = trace.ProxyTracerProvider
         self._current: Any = trace.get_current_span
+        self._trace: Any = trace
+        # While no provider is set, ``get_tracer_provider`` looks the environment up on every
+        # call; unless the environment names a provider (read once, here), the set-once
+        # global tells the same without that lookup.
+        self._provider_in_env = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
     def silent(self) -> bool:
         """No SDK records spans (no provider was set) and no span is current: every span
         would be a void one, so none needs to be made."""
-        return isinstance(self._provider(), self._proxy) and not self._current().get_span_context().is_valid
+        unset = getattr(self._trace, "_TRACER_PROVIDER", False) is None and not self._provider_in_env
+        if not unset and not isinstance(self._provider(), self._proxy):
+            return False
+        return not self._current().get_span_context().is_valid
 
 
 _found: tuple[_Otel | None] | None = None

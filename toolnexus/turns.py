@@ -13,7 +13,6 @@ import json
 import logging
 import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
@@ -77,8 +76,7 @@ class TurnRunner:
         self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
         self._emitters: dict[str, Emit] = {}
-        self._calls_lock = threading.Lock()  # guards: _calls
-        self._calls: weakref.WeakKeyDictionary[Turn, int] = weakref.WeakKeyDictionary()  # model calls per turn
+        self._calls_lock = threading.Lock()  # guards: Turn.model_calls
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
@@ -130,7 +128,7 @@ class TurnRunner:
     def turn_calls(self, turn: Turn) -> int:
         """The model calls ``turn`` made so far (with those before its suspension)."""
         with self._calls_lock:
-            return turn.prior_turns + self._calls.get(turn, 0)
+            return turn.prior_turns + turn.model_calls
 
     def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
         event: dict[str, Any] = {
@@ -189,7 +187,7 @@ class TurnRunner:
 
     def _count_call(self, turn: Turn) -> None:
         with self._calls_lock:
-            self._calls[turn] = self._calls.get(turn, 0) + 1
+            turn.model_calls += 1
 
     def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
         self._count_call(turn)
