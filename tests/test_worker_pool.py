@@ -263,3 +263,30 @@ def test_task_children_of_one_turn_still_run_concurrently_on_a_kept_pool():
             assert run_in_thread(lambda: lead.run("go", generate=model), HANG).text == "met met"
     finally:
         lead.close()
+
+
+def test_closing_a_pool_while_runtimes_hand_it_work_neither_hangs_nor_loses_a_call():
+    def noop(args, ctx):
+        return "ok"
+
+    registry = {"a": AgentDef("a", "Calls four times.", model="a", tools=[Tool("noop", "No-op.", EMPTY_SCHEMA, noop)])}
+    four = calls(*(call(f"c{i}", "noop") for i in range(4)))
+    model = ScriptedModel({"a": lambda request: text(str(len(tool_messages(request)))) if tool_messages(request) else four})
+    for _ in range(20):
+        pool = WorkerPool(1)  # the calls queue up: closing cancels queued work as runs submit more
+        texts = []
+
+        def runs(pool=pool, texts=texts):
+            for _ in range(5):
+                rt = Runtime(registry, generate=model, pool=pool)
+                try:
+                    texts.append(rt.run_agent("a", "go").text)
+                finally:
+                    rt.close(rt.root)
+
+        runner = threading.Thread(target=runs)
+        runner.start()
+        run_in_thread(pool.close, HANG)
+        runner.join(HANG)
+        assert not runner.is_alive(), "a submit and a close deadlocked"
+        assert texts == ["4"] * 5

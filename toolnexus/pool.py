@@ -87,25 +87,43 @@ class WorkerPool:
 
 class Lent(Executor):
     """One runtime's share of a ``WorkerPool``: it counts the work the runtime gave the
-    pool, so that ending the runtime waits for that work alone."""
+    pool, so that ending the runtime waits for that work alone.
+
+    Its lock is never held while the pool's executor is called: the executor cancels
+    futures under a lock of its own, and a cancelled future calls back in here.
+    """
 
     def __init__(self, pool: WorkerPool) -> None:
         self.pool = pool
-        self._changed = threading.Condition()  # guards: _unfinished, _running_on, _closed
+        self._changed = threading.Condition()  # guards: _unfinished, _handing, _running_on, _closed, _cancelling
         self._unfinished: set[Future[Any]] = set()
+        self._handing = 0  # submits under way: not yet futures, already owed a wait
         self._running_on: dict[int, str] = {}  # thread ident -> name, while it runs our work
         self._closed = False
+        self._cancelling = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         with self._changed:
             if self._closed:
                 raise RuntimeError("cannot schedule new futures after shutdown")
+            self._handing += 1
+        future: Future[Any] | None = None
+        try:
             executor = self.pool.executor()
             if executor is None:
                 raise RuntimeError("the worker pool is closed")
             future = executor.submit(self._run, fn, args, kwargs)
-            self._unfinished.add(future)
-        future.add_done_callback(self._finished)  # also on cancellation, by whoever cancels
+        finally:
+            with self._changed:
+                self._handing -= 1
+                if future is not None:
+                    self._unfinished.add(future)
+                cancel = future is not None and self._cancelling  # shut down meanwhile
+                self._changed.notify_all()
+        assert future is not None
+        if cancel:
+            future.cancel()
+        future.add_done_callback(self._finished)  # runs at once if it is done already
         return future
 
     def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -130,6 +148,7 @@ class Lent(Executor):
         waiters run it themselves). The pool's threads stay for its other users."""
         with self._changed:
             self._closed = True
+            self._cancelling = cancel_futures
             queued = list(self._unfinished)
         if cancel_futures:
             for future in queued:
@@ -143,9 +162,12 @@ class Lent(Executor):
         the rest when ``timeout`` ran out."""
         mine = 1 if getattr(_local, "lent", None) is self else 0
         with self._changed:
-            self._changed.wait_for(lambda: len(self._unfinished) <= mine, timeout=timeout)
+            self._changed.wait_for(lambda: len(self._unfinished) + self._handing <= mine, timeout=timeout)
+            if len(self._unfinished) + self._handing <= mine:
+                return []
             here = threading.get_ident()
-            return [name for ident, name in self._running_on.items() if ident != here] if len(self._unfinished) > mine else []
+            running = [name for ident, name in self._running_on.items() if ident != here]
+            return running or [f"{len(self._unfinished) + self._handing - mine} job(s) not yet on a thread"]
 
     @property
     def has_threads(self) -> bool:
