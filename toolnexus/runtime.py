@@ -814,7 +814,8 @@ class Runtime:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
         ``shutdown_ms`` to finish (none with ``force``), then is interrupted. Closing the
         root also ends every thread of the runtime: it returns once they have ended, or
-        after ``shutdown_ms`` plus one second with a warning naming those left."""
+        after ``shutdown_ms`` plus one second with a warning naming those left. On a
+        ``pool=``, what ends is the work the runtime gave the pool; its threads stay."""
         handle = self._tree.get(h)
         threads_by = shutdown.threads_deadline(self._shutdown_s)
         deadline = self._clock() + self._shutdown_s
