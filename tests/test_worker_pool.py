@@ -17,6 +17,14 @@ from toolnexus import AgentDef, Budget, ConfigError, Runtime, Tool, WorkerPool, 
 from toolnexus.testing import ScriptedModel, tool_messages
 
 
+NOOP = Tool("noop", "No-op.", EMPTY_SCHEMA, lambda args, ctx: "ok")
+
+
+def two_noops(request):
+    """A model that calls ``noop`` twice in one turn, then answers."""
+    return text("done") if tool_messages(request) else calls(call("c1", "noop"), call("c2", "noop"))
+
+
 def alive_since(before, prefix="toolnexus"):
     return [t for t in threading.enumerate() if t.name.startswith(prefix) and t not in before and t.is_alive()]
 
@@ -39,14 +47,19 @@ def two_concurrent_calls(seen):
     return agent("pair", does="Calls twice", tools=[where]), model
 
 
+def run(an_agent, model, **options):
+    """One ``an_agent.run`` from a scenario thread, failing instead of hanging."""
+    return run_in_thread(lambda: an_agent.run("go", generate=model, **options), HANG)
+
+
 def test_agent_runs_reuse_the_worker_threads_of_the_first_run():
     seen = []
     pair, model = two_concurrent_calls(seen)
     try:
-        first = run_in_thread(lambda: pair.run("go", generate=model), HANG)
+        first = run(pair, model)
         workers_after_first = {t for t in seen if t is not threading.current_thread()}
         seen.clear()
-        second = run_in_thread(lambda: pair.run("go", generate=model), HANG)
+        second = run(pair, model)
         assert first.status == second.status == "done"
         workers_of_second = {t for t in seen if t.name.startswith("toolnexus")}
         assert workers_of_second and workers_of_second <= workers_after_first
@@ -57,7 +70,7 @@ def test_agent_runs_reuse_the_worker_threads_of_the_first_run():
 def test_agent_close_ends_the_worker_threads_it_kept():
     before = set(threading.enumerate())
     pair, model = two_concurrent_calls([])
-    assert run_in_thread(lambda: pair.run("go", generate=model), HANG).status == "done"
+    assert run(pair, model).status == "done"
     assert alive_since(before), "the run's worker is kept for the next run"
     run_in_thread(pair.close, HANG)
     assert alive_since(before) == []
@@ -66,9 +79,9 @@ def test_agent_close_ends_the_worker_threads_it_kept():
 def test_an_agent_runs_again_after_close_on_new_threads():
     pair, model = two_concurrent_calls([])
     try:
-        run_in_thread(lambda: pair.run("go", generate=model), HANG)
+        run(pair, model)
         pair.close()
-        assert run_in_thread(lambda: pair.run("go", generate=model), HANG).status == "done"
+        assert run(pair, model).status == "done"
     finally:
         pair.close()
 
@@ -76,7 +89,7 @@ def test_an_agent_runs_again_after_close_on_new_threads():
 def test_a_dropped_agent_lets_its_worker_threads_end():
     before = set(threading.enumerate())
     pair, model = two_concurrent_calls([])
-    assert run_in_thread(lambda: pair.run("go", generate=model), HANG).status == "done"
+    assert run(pair, model).status == "done"
     started = alive_since(before)
     assert started
     del pair
@@ -88,10 +101,9 @@ def test_a_dropped_agent_lets_its_worker_threads_end():
 
 def test_an_inline_run_of_an_agent_starts_no_thread():
     before = set(threading.enumerate())
-    solo = agent("solo", does="Calls once", tools=[Tool("noop", "No-op.", EMPTY_SCHEMA, lambda args, ctx: "ok")])
-    once = ScriptedModel({"default": lambda request: text("done") if tool_messages(request) else calls(call("c1", "noop"), call("c2", "noop"))})
+    solo = agent("solo", does="Calls twice", tools=[NOOP])
     try:
-        assert solo.run("go", generate=once, inline=True).status == "done"
+        assert solo.run("go", generate=ScriptedModel({"default": two_noops}), inline=True).status == "done"
         assert alive_since(before) == []
     finally:
         solo.close()
@@ -101,7 +113,7 @@ def test_runs_with_different_max_workers_get_pools_of_their_own_sizes():
     pair, model = two_concurrent_calls([])
     try:
         for workers in (2, 3):
-            result = run_in_thread(lambda workers=workers: pair.run("go", generate=model, max_workers=workers), HANG)
+            result = run(pair, model, max_workers=workers)
             assert result.runtime is not None and result.status == "done"
         assert sorted(pool.max_workers for pool in pair._kept._pools.values()) == [2, 3]
     finally:
@@ -203,13 +215,12 @@ def test_a_runtime_on_a_closed_pool_runs_its_turns_and_tools_on_the_waiting_thre
     before = set(threading.enumerate())
     ran_on = []
 
-    def noop(args, ctx):
+    def where(args, ctx):
         ran_on.append(threading.current_thread())
         return "ok"
 
-    registry = {"a": AgentDef("a", "Calls twice.", model="a", tools=[Tool("noop", "No-op.", EMPTY_SCHEMA, noop)])}
-    model = ScriptedModel({"a": lambda request: text("done") if tool_messages(request) else calls(call("c1", "noop"), call("c2", "noop"))})
-    rt = Runtime(registry, generate=model, pool=pool)
+    registry = {"a": AgentDef("a", "Calls twice.", model="a", tools=[Tool("noop", "No-op.", EMPTY_SCHEMA, where)])}
+    rt = Runtime(registry, generate=ScriptedModel({"a": two_noops}), pool=pool)
     try:
         waiter = []
         result = run_in_thread(lambda: (waiter.append(threading.current_thread()), rt.run_agent("a", "go"))[1], HANG)
@@ -266,10 +277,7 @@ def test_task_children_of_one_turn_still_run_concurrently_on_a_kept_pool():
 
 
 def test_closing_a_pool_while_runtimes_hand_it_work_neither_hangs_nor_loses_a_call():
-    def noop(args, ctx):
-        return "ok"
-
-    registry = {"a": AgentDef("a", "Calls four times.", model="a", tools=[Tool("noop", "No-op.", EMPTY_SCHEMA, noop)])}
+    registry = {"a": AgentDef("a", "Calls four times.", model="a", tools=[NOOP])}
     four = calls(*(call(f"c{i}", "noop") for i in range(4)))
     model = ScriptedModel({"a": lambda request: text(str(len(tool_messages(request)))) if tool_messages(request) else four})
     for _ in range(20):
