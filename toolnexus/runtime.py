@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 import attrs
 
 from . import _jobs, budget as budgets, shutdown, tracing
-from .agent import AgentDef, normalize_registry
+from .agentdef import AgentDef, normalize_registry
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
 from ._cancel import TurnGate

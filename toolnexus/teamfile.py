@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import attrs
 
-from .agent import AgentDef, check_name
+from .agentdef import AgentDef, check_name
 from .engine import REFUSED_PARAMS
 from .data import Budget
 from .errors import ConfigError, ToolnexusError, WireError

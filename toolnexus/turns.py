@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 import attrs
 
 from . import budget as budgets, loop, tracing
-from .agent import AgentDef
+from .agentdef import AgentDef
 from .data import AgentResult, ModelReply, RunResult, ToolCall, ToolResult, Usage
 from .errors import Cancelled
 from .handle import RUNNING, Handle, Turn
