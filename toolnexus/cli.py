@@ -211,11 +211,12 @@ def _answer(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .state import DurableTree, open_state, stored_views
+    from .state import open_state
+    from .stored import StoredTree, stored_views
 
     store = open_state(args.state)
     try:
-        tree = DurableTree(store, args.runtime_id)
+        tree = StoredTree(store, args.runtime_id)
         views = stored_views(tree)
         out = sys.stdout
         if not views:

@@ -25,19 +25,21 @@ import attrs
 
 from . import _jobs, budget as budgets, shutdown, tracing
 from .agentdef import AgentDef, normalize_registry
+from .inbox import ancestry, render_input
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
 from ._cancel import TurnGate
 from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, Turn
+from .record import InboxItem
 from .hooks import HooksLike
-from .ownership import RECOVER_OPTIONS, Ownership
+from .ownership import RECOVER_OPTIONS
 from .pool import DEFAULT_WORKERS, Lent, WorkerPool
-from .store import ConversationStore, InMemoryStore
+from .store import ConversationStore
 from .task import agent_tool, result_as_tool_output, task_tool
-from .tree import HandleTree
+from .tree import HandleTree, MemoryTree, TreeStore
 from .turns import TurnRunner
 from .waiting import Waiter, runnable
 from .tools import Tool, ToolContext, failure
@@ -46,7 +48,7 @@ from .wire import to_wire
 if TYPE_CHECKING:
     import requests
 
-    from .state import DurableTree, StateStore
+    from .state import StateStore
 
 log = logging.getLogger("toolnexus")
 
@@ -136,22 +138,17 @@ class Runtime:
         executor = self._executor
         engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: executor)
         try:
-            self._owns_state = False
-            self._durable = self._open_state(state, runtime_id) if state is not None else None
-            self.root = self._open_root()
-            self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
-            self._clock = clock or time.monotonic
-            self._inbox_cap = inbox_cap
-            self._shutdown_s = shutdown_ms / 1000
-            self._store: ConversationStore
-            if self._durable is not None:
-                self._store = self._durable.conversations()
-            else:
-                self._store = store if store is not None else InMemoryStore()
-            self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+            tree_store = open_tree_store(state, runtime_id, store)
+            fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
+            self.root = tree_store.open_root(fresh, set(self._registry), lambda record: Handle(record, None, tree_store))
         except BaseException:
             engine.model.close()
             raise
+        self._tree = HandleTree(tree_store, self.root, _weakly(self._load_handle), keep_closed)
+        self._clock = clock or time.monotonic
+        self._inbox_cap = inbox_cap
+        self._shutdown_s = shutdown_ms / 1000
+        self._store: ConversationStore = tree_store.conversations
         if dispatcher is not None:
             # A delegation runs on the turn's own (worker) thread, so the children it woke run
             # on other workers while it waits; the turn's other tool calls run on the pool.
@@ -167,30 +164,27 @@ class Runtime:
             lineage=self._tree.lineage,
             task_tool=_weakly(self._task_tool),
             nonce=self.root.record.nonce,
-            durable=self._durable,
+            tree_store=tree_store,
             owner=self._owner,
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
         self._dispatching: Dispatching | None = None
-        if dispatcher is not None and self._durable is not None:
-            self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
+        if dispatcher is not None:
+            self._dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner)
         self._waiter = Waiter(
             tree=self._tree,
             turns=self._turns,
             dispatching=self._dispatching,
-            durable=self._durable,
             clock=self._clock,
             run_turn=_weakly(self._run_turn),
             interrupt=_weakly(self.interrupt),
             inline=inline,
         )
-        self._ownership: Ownership | None = None
-        if self._durable is not None:
-            on_beat = self._dispatching.resend_stale if self._dispatching is not None else None
-            self._ownership = Ownership(self._durable, self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._take_over, on_beat=on_beat)
-            self._ownership.start()
+        on_beat = self._dispatching.resend_stale if self._dispatching is not None else None
+        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._take_over, on_beat=on_beat)
+        self._ownership.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -199,64 +193,27 @@ class Runtime:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._durable is not None:
-            self.release()
-        else:
-            self.close(self.root)
+        self.release()
 
-    # --- the durable state ----------------------------------------------------------------
-
-    def _open_state(self, state: str | os.PathLike[str] | StateStore, runtime_id: str) -> DurableTree:
-        """The stored tree. The state module (and sqlite3) load only for a runtime that has one."""
-        from .state import DurableTree, StateStore, open_state
-
-        self._owns_state = not isinstance(state, StateStore)
-        return DurableTree(open_state(state), runtime_id, sole_user=self._owns_state)
-
-    def _open_root(self) -> Handle:
-        """The root handle: the stored one when the state holds this tree (opening
-        continues it), else a new one, committed at once."""
-        durable = self._durable
-        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
-        if durable is None:
-            return Handle(fresh)
-        try:
-            for handle_id, name in durable.live():
-                if handle_id != ROOT and name not in self._registry:
-                    raise ConfigError(f"the stored tree {durable.runtime_id!r} has a live handle {handle_id} of agent {name!r}, which the registry lacks")
-            stored = durable.load(ROOT)
-            root = Handle(stored or fresh, durable=durable)
-            if stored is None:
-                with durable.change(root):
-                    pass
-            return root
-        except BaseException:
-            if self._owns_state:
-                durable.store.close()
-            raise
+    # --- the tree store -------------------------------------------------------------------
 
     def _task_tool(self, handle: Handle, serial: int) -> Tool:
         return task_tool(self, handle, serial)
 
-    def _load_handle(self, handle_id: str) -> Handle | None:
+    def _load_handle(self, record: HandleRecord) -> Handle:
         """A handle made by another process (or before this runtime opened the tree)."""
-        assert self._durable is not None
-        record = self._durable.load(handle_id)
-        if record is None:
-            return None
-        return Handle(record, self._registry.get(record.name), durable=self._durable)
+        return Handle(record, self._registry.get(record.name), self._tree.store)
 
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
-        """One store transaction around a change to ``handles`` (their locks held)."""
-        return self._durable.change(*handles, dirty=False) if self._durable is not None else _NOTHING
+        """One unit of work around a change to ``handles`` (their locks held)."""
+        return self._tree.store.change(*handles, dirty=False)
 
     def release(self) -> None:
-        """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
+        """Let go of a stored tree: end this runtime's threads, leave the stored tree as it
         is for any other runtime (or a later one) to continue. Without a state, closes."""
-        if self._durable is None:
+        if not self._tree.store.lasting:
             self.close(self.root)
             return
-        assert self._ownership is not None
         if self._ownership.letting_go:
             return
         shutdown.cancel_running(self._tree.all())
@@ -264,8 +221,7 @@ class Runtime:
         self._let_go()
 
     def _let_go(self) -> None:
-        assert self._durable is not None and self._ownership is not None
-        shutdown.let_go(self._ownership, self._durable.store if self._owns_state else None, self._shutdown_s)
+        shutdown.let_go(self._ownership, self._tree.store, self._shutdown_s)
 
     # --- taking over orphaned turns (see ownership.py) ------------------------------------------
 
@@ -274,24 +230,21 @@ class Runtime:
 
         Returns whether there was an orphaned turn to take over.
         """
-        if self._ownership is None:
-            return False
         return self._ownership.recover(self._tree.get(h).id)
 
     def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
         """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
-        assert self._durable is not None
         handle = self._tree.get(handle_id)
         parent = self._tree.parent(handle)
         assert parent is not None
         job = None
         with parent.lock, handle.lock, self._atomic(parent, handle):
             record = handle.record
-            if record.state != RUNNING or record.turn_owner != dead_owner or handle.turn is not None:
+            owner = record.running.owner if record.running is not None else None
+            if record.state != RUNNING or owner != dead_owner or handle.turn is not None:
                 return False  # finished, interrupted or claimed by someone else meanwhile
             if mode == "interrupt":
                 handle.abort()
-                self._durable.forget_turn(handle.id, record.turn_serial)
             elif self._dispatching is not None:
                 job = self._dispatching.requeue(handle)  # a worker takes it over from its journal
             else:
@@ -357,17 +310,11 @@ class Runtime:
             return list(handle.record.transitions)
 
     def events(self) -> list[dict[str, Any]]:
-        return self._tree.events()
+        return self._tree.store.events()
 
     def open_requests(self) -> list[Request]:
         """Every request waiting for an ``resume``, once each (as the asking handle has it)."""
-        if self._durable is not None:
-            return self._durable.open_requests()
-        seen: dict[str, Request] = {}
-        for view in self.handles():
-            if view.pending is not None:
-                seen.setdefault(view.pending.id, view.pending)
-        return list(seen.values())
+        return self._tree.store.open_requests()
 
     def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
         """A hold on the model endpoint's pooled connections that outlives ``close``:
@@ -411,8 +358,8 @@ class Runtime:
         own = budgets.merge(definition.budget, budget)
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
-        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
-        with child.lock, self._durable.change(child) if self._durable is not None else _NOTHING:  # the new row
+        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._tree.store)
+        with child.lock, self._tree.store.change(child):  # the new row
             owner.add_child(child_id)
         self._tree.add(child)
         return child
@@ -483,7 +430,7 @@ class Runtime:
         return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
 
     def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
-        text = render_input(prompt, handle.record.inbox, _ancestry(handle.id))
+        text = render_input(prompt, handle.record.inbox, ancestry(handle.id))
         return self._begin(handle, handle.start(prompt, text, trace))
 
     def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
@@ -499,10 +446,10 @@ class Runtime:
         Returns false, doing nothing, when the turn is not queued any more: claimed by
         another runtime, finished, interrupted, or the message was for another tree.
         """
-        if self._dispatching is None or self._durable is None:
+        if self._dispatching is None:
             raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
-        if runtime_id != self._durable.runtime_id:
-            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._durable.runtime_id)
+        if runtime_id != self._tree.store.runtime_id:
+            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._tree.store.runtime_id)
             return False
         try:
             handle = self._tree.get(handle_id)
@@ -548,18 +495,14 @@ class Runtime:
                 return  # interrupted meanwhile; the interrupt published already
         if not pending:
             self._retire_task_children(handle, turn.serial)
-            if run is not None and self._durable is None:
-                self._store.save(handle.id, run.messages)
-        with handle.lock, self._atomic(handle):
-            if not pending and run is not None and self._durable is not None:
-                self._store.save(handle.id, run.messages)  # the transcript commits with the outcome
+        saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
+        with saving as save, handle.lock, self._atomic(handle):
+            save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
             if pending:
                 suspended = handle.suspend(turn, result, run.messages if run is not None else None)
-                self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
+                self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
-                handle.finish(result)
-                if self._durable is not None:
-                    self._durable.forget_turn(handle.id, turn.serial)
+                handle.finish(turn, result)
         self._release_slot(handle)
 
     def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
@@ -598,8 +541,8 @@ class Runtime:
                     if not sibling.record.queued:
                         continue
                     parent.take_slot(cap)
-                    prompt, trace = sibling.dequeue()
-                    jobs.append(self._start_turn(sibling, prompt, trace))
+                    wake = sibling.dequeue()
+                    jobs.append(self._start_turn(sibling, wake.prompt, wake.trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         self._dispatch(*jobs)
 
@@ -636,8 +579,8 @@ class Runtime:
             with parent.lock:
                 parent.sync()
                 entry = parent.task_entry(key, serial)
-            child = self._tree.get(entry[0]) if entry is not None else None
-            if child is not None and entry is not None and (not call_id or entry[1] != call_id) and _ended_in_failure(child):
+            child = self._tree.get(entry.child) if entry is not None else None
+            if child is not None and entry is not None and (not call_id or entry.call != call_id) and _ended_in_failure(child):
                 child = None
             if child is None:
                 try:
@@ -710,36 +653,21 @@ class Runtime:
         """
         handle = self._tree.get(h)
         parent = self._tree.parent(handle)
-        cancelled_request: str | None = None
-        turn: Turn | None = None
-        aborted: int | None = None  # the serial of the turn this interrupt ended
-        settling: Turn | None = None
         locked = (parent, handle) if parent is not None else (handle,)
         with parent.lock if parent is not None else _NOTHING, handle.lock, self._atomic(*locked):
-            record = handle.record
-            if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
-                settling = handle.turn  # finished already: its outcome stands
-            elif record.state == RUNNING:
-                aborted = record.turn_serial
-                # None when the turn is queued, or runs in another process:
-                turn = handle.abort(self._turns.turn_calls(handle.turn) if handle.turn is not None else 0)
-                if self._durable is not None:
-                    self._durable.forget_turn(handle.id, record.turn_serial)
-            elif record.queued and parent is not None:
-                parent.drop_wake(record.id)
-                handle.drop_queued_wake()
-            elif record.state == SUSPENDED and record.pending is not None:
-                cancelled_request = record.pending.id
-        if settling is not None:
+            outcome = handle.interrupt(parent, self._turns.turn_calls)
+        cancelled_request = outcome.request
+        if outcome.settling is not None:
+            settling, record = outcome.settling, handle.record
             with handle.lock:
                 handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._shutdown_s)
                 if record.state == SUSPENDED and record.pending is not None:
                     cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
-        if turn is not None:
-            turn.scope.cancel()
-        if aborted is not None:
+        if outcome.cancel is not None:
+            outcome.cancel.scope.cancel()
+        if outcome.ended is not None:
             self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
-            for child in self._task_children(handle, aborted):
+            for child in self._task_children(handle, outcome.ended):
                 self.interrupt(child)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)
@@ -751,7 +679,7 @@ class Runtime:
 
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        self._tree.unpark(request_id, "cancelled")
+        self._tree.store.unpark(request_id, "cancelled")
         for handle in self._tree.suspended_on(request_id):
             with handle.lock, self._atomic(handle):
                 handle.cancel(request_id)
@@ -768,7 +696,7 @@ class Runtime:
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
         """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
         (an ancestor answering inline) or to the root's child (the host's durable resume)."""
-        origin_id = self._tree.parked(answer.id)
+        origin_id = self._tree.store.parked(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
@@ -782,12 +710,12 @@ class Runtime:
                 held.enter_context(each.lock)
             held.enter_context(self._atomic(*path))
             # The claim, every flip and every slot commit together or not at all.
-            if self._tree.unpark(answer.id, "answered", to_wire(answer)) is None:
+            if self._tree.store.unpark(answer.id, "answered", to_wire(answer)) is None:
                 raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
             for position, handle in enumerate(chain):
                 if not handle.suspended_on(answer.id):
                     continue
-                turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
+                turn = handle.resume(answer, origin=position == 0, via_idle=top is None, trace=trace)
                 above_it = path[len(chain) - 1 - position]
                 if above_it is not self.root:
                     above_it.take_slot(None)
@@ -822,8 +750,7 @@ class Runtime:
         self._close_tree(handle, "closed", deadline, force)
         if handle is self.root:
             self._stop_workers(threads_by)
-            if self._durable is not None:
-                self._let_go()
+            self._let_go()
 
     def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock, self._atomic(handle):
@@ -837,8 +764,9 @@ class Runtime:
             with handle.lock:
                 handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
         while True:
-            with handle.lock:  # in memory, an idle handle has nothing to interrupt
-                idle = self._durable is None and handle.record.state == IDLE and not handle.record.queued
+            with handle.lock:  # an idle handle has nothing to interrupt
+                handle.sync()
+                idle = handle.record.state == IDLE and not handle.record.queued
             if not idle:
                 self.interrupt(handle)
             with handle.lock, self._atomic(handle):
@@ -878,9 +806,7 @@ class Runtime:
                 with above.lock:
                     if gone.id in above.record.children:
                         above.record.children.remove(gone.id)
-            if self._own_transcripts:
-                assert isinstance(self._store, InMemoryStore)
-                self._store.discard(gone.id)
+            self._tree.store.forget_handle(gone.id)
 
     def _unstarted(self, handle: Handle) -> bool:
         """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
@@ -916,16 +842,31 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _ancestry(handle_id: str) -> set[str]:
-    parts = handle_id.split("/")
-    return {"/".join(parts[: i + 1]) for i in range(len(parts))}
-
-
 _RETRIED_STATUSES = ("error", "interrupted", "timeout")
 
 #: A context that does nothing: no store transaction without a state, no parent lock at the
 #: root (reentrant, so one serves every use).
 _NOTHING: ContextManager[Any] = contextlib.nullcontext()
+
+
+def _nothing_to_save() -> None:
+    pass
+
+
+#: The transcript context of a turn that settles with none to save (it failed, or suspended).
+_NO_TRANSCRIPT: ContextManager[Callable[[], None]] = contextlib.nullcontext(_nothing_to_save)
+
+
+def open_tree_store(state: str | os.PathLike[str] | StateStore | None, runtime_id: str, conversations: ConversationStore | None) -> TreeStore:
+    """Where the tree lives: in memory without a state, else as rows in it. The state
+    modules (and sqlite3) load only for a runtime that has one."""
+    if state is None:
+        return MemoryTree(conversations)
+    from .state import StateStore, open_state
+    from .stored import StoredTree
+
+    owned = not isinstance(state, StateStore)
+    return StoredTree(open_state(state), runtime_id, sole_user=owned, owns_store=owned)
 
 
 def _ended_in_failure(child: Handle) -> bool:
