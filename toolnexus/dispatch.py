@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, runtime_checkable
 
 from . import _jobs
 from .errors import ToolnexusError
 
 if TYPE_CHECKING:
     from .handle import Handle, Turn
-    from .stored import StoredTree
     from .tree import HandleTree
 
 log = logging.getLogger("toolnexus")
@@ -40,10 +39,20 @@ class Dispatcher(Protocol):
         """Send one message naming the turn; raise a ``ToolnexusError`` when it cannot."""
 
 
+class QueuedRows(Protocol):
+    """What queueing needs of a stored tree (``stored.StoredTree``)."""
+
+    runtime_id: str
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
+
+    def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]: ...
+
+
 class Dispatching:
     """One runtime's queued turns: queueing, claiming, sending again."""
 
-    def __init__(self, dispatcher: Dispatcher, stored: StoredTree, tree: HandleTree, owner: str) -> None:
+    def __init__(self, dispatcher: Dispatcher, stored: QueuedRows, tree: HandleTree, owner: str) -> None:
         self.dispatcher = dispatcher
         #: The runtime's owner id: a claimed turn is this runtime's to run and settle.
         self.owner = owner

@@ -22,7 +22,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
-from .state import SqlState
+from .sql import SqlState
 
 log = logging.getLogger("toolnexus")
 

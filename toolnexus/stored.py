@@ -30,7 +30,7 @@ from .errors import Cancelled, ConfigError
 from .handle import Handle, Turn
 from .ownership import Ownership
 from .record import HandleRecord, Resume, TaskEntry
-from .state import StateStore, joins_host_transaction
+from .sql import StateStore, joins_host_transaction
 from .store import ConversationStore
 from .wire import from_wire, record_codec, to_wire
 
