@@ -36,7 +36,8 @@ def stdio(
     ``command`` is a list (a string is split as a shell would, without running one). The
     process starts on first use, with ``PATH``, ``HOME``, ``USER``, ``LANG`` and a few
     more from this process's environment plus ``env`` (no other variable is handed on, so
-    a model key in the environment stays here). ``timeout_s`` bounds each request. ``name``
+    a model key in the environment stays here). ``timeout_s`` bounds each request (the
+    start and handshake get at least 30 s). ``name``
     (default: the command) names the server in error results and logs.
 
     Raises:

@@ -25,6 +25,9 @@ log = logging.getLogger("toolnexus")
 #: The protocol versions this client speaks, newest first; it asks for the first.
 PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 _MAX_PAGES = 1000
+#: The least time a connection gets for its handshake, the server's start included (a
+#: process that loads its libraries, ``npx`` fetching a package), whatever ``timeout_s``.
+CONNECT_TIMEOUT_S = 30.0
 
 
 class MCPError(ToolnexusError):
@@ -81,7 +84,8 @@ class MCPServer:
     def __init__(self, name: str, connect: Callable[[Session], Wire], *, timeout_s: float) -> None:
         #: How the server is named in messages and logs.
         self.name = name
-        #: The bound on each request (the handshake, a page of the list, a call).
+        #: The bound on each request (a page of the list, a call); the handshake gets at
+        #: least ``CONNECT_TIMEOUT_S``.
         self.timeout_s = timeout_s
         self._connect = connect
         self._links = _Links()
@@ -109,6 +113,13 @@ class MCPServer:
         with self._links.lock:
             link = self._links.link or self._links.opening
         return getattr(link.wire, "pid", None) if link is not None else None
+
+    @property
+    def session_id(self) -> str | None:
+        """The ``Mcp-Session-Id`` an HTTP server gave this connection, else None."""
+        with self._links.lock:
+            link = self._links.link
+        return getattr(link.wire, "session_id", None) if link is not None else None
 
     def close(self) -> None:
         """End the connection (a stdio server: stdin closed, SIGTERM after 2 s, SIGKILL
@@ -167,6 +178,10 @@ class MCPServer:
 
     # --- requests and the connection --------------------------------------------------------
 
+    @property
+    def _connect_timeout_s(self) -> float:
+        return max(self.timeout_s, CONNECT_TIMEOUT_S)
+
     def _request(self, method: str, params: dict[str, Any] | None, *, cancelled: threading.Event | None = None, what: str) -> Any:
         """One request on the live connection (made first if need be); an HTTP session the
         server forgot is started again once. Raises ``MCPError`` or ``Failed``."""
@@ -184,7 +199,7 @@ class MCPServer:
         link = self._live()
         if link is not None:
             return link
-        if not self._connecting.acquire(timeout=self.timeout_s * 2 + 5):
+        if not self._connecting.acquire(timeout=self._connect_timeout_s + 5):
             raise MCPError(f"mcp server {self.name}: timed out waiting for another thread's connection")
         try:
             return self._live() or self._open()
@@ -241,7 +256,7 @@ class MCPServer:
     def _handshake(self, link: _Link) -> None:
         params = {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {}, "clientInfo": {"name": "toolnexus", "version": __version__}}
         try:
-            result = link.session.request("initialize", params, timeout_s=self.timeout_s)
+            result = link.session.request("initialize", params, timeout_s=self._connect_timeout_s)
         except Failed as exc:
             raise MCPError(str(exc)) from None
         version = result.get("protocolVersion") if isinstance(result, dict) else None
