@@ -12,7 +12,7 @@ import pytest
 
 from _mcp import process_gone, sdk_stdio_command
 from conftest import HANG_TIMEOUT, run_in_thread
-from toolnexus import Runtime, ToolContext, Toolkit
+from toolnexus import Client, Runtime, ToolContext, Toolkit
 from toolnexus import mcp
 from toolnexus.testing import ScriptedModel, tool_messages
 
@@ -165,3 +165,13 @@ def test_a_runtime_closes_the_servers_of_its_tools(closing):
     pid = server.pid
     rt.close(rt.root)
     assert pid is not None and process_gone(pid) and server.pid is None
+
+
+def test_a_client_closes_the_servers_of_the_toolkits_it_ran(closing):
+    server = closing(mcp.stdio(sdk_stdio_command()))
+    model = ScriptedModel({"m": [{"tool_calls": [{"id": "c1", "name": "add", "arguments": {"a": 2, "b": 2}}]}, lambda request: {"content": tool_messages(request)[-1]}]})
+    client = Client(model="m", generate=model)
+    assert client.run("2 + 2?", Toolkit(server.tools())).text == "4"
+    pid = server.pid
+    client.close()
+    assert pid is not None and process_gone(pid)
