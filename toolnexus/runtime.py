@@ -29,6 +29,7 @@ from .inbox import ancestry, render_input
 from .engine import ConnectionOptions, build_engine
 from .loop import Engine
 from ._cancel import TurnGate
+from ._closing import close_resources
 from .dispatch import Dispatcher, Dispatching
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
 from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
@@ -814,6 +815,7 @@ class Runtime:
 
     def _stop_workers(self, deadline: float) -> None:
         shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
+        close_resources(tool for definition in self._registry.values() for tool in definition.tools)
 
     # --- helpers --------------------------------------------------------------------------
 
