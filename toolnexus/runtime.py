@@ -1,14 +1,13 @@
-"""The agent runtime: a tree of handles driven by six verbs, on a pool of worker threads.
+"""The agent runtime: a tree of handles driven by its verbs, on a pool of worker threads.
 
-Each handle runs its turns on a ``concurrent.futures`` worker. A thread that must block
-on a child's turn (the ``task`` tool, ``run_agent``) runs that turn itself when no worker
-has started it yet, so blocked parents can never starve their children of workers.
-Blocking goes only upward: a parent waits on its child, never the reverse.
-
-The lock order every verb follows is set out once, in ``handle.py``. A durable tree's
-owner registration, heartbeat and orphan recovery live in ``ownership.py``; the wait
-loop behind ``wait``, ``run_agent`` and ``task``, in ``waiting.py``; ending the runtime's
-threads and letting go of its tree, in ``shutdown.py``.
+The runtime is its verbs and read-only views; each part it is made of has one owner:
+a turn's life (admission, run, settle, slots, taking over an orphan) is ``scheduler.py``;
+delegation (the ``task`` tool and its reattachment index) is ``task.py``; one turn's loop
+and ledger, ``turns.py``; the wait behind ``wait``, ``run_agent`` and ``task``,
+``waiting.py``; where the tree lives (memory or a state), the ``TreeStore`` of
+``tree.py``; ending the runtime's threads, ``shutdown.py``. The lock order every verb
+follows is set out once, in ``handle.py``. Blocking goes only upward: a parent waits on
+its child, never the reverse.
 """
 
 from __future__ import annotations
@@ -18,32 +17,31 @@ import logging
 import os
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
 from . import _jobs, budget as budgets, shutdown, tracing
-from .agentdef import AgentDef, normalize_registry
-from .inbox import ancestry, render_input
-from .engine import ConnectionOptions, build_engine
-from .loop import Engine
 from ._cancel import TurnGate
 from ._closing import close_resources
-from .dispatch import Dispatcher, Dispatching
-from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, Turn
-from .record import InboxItem
+from .agentdef import AgentDef, normalize_registry
+from .assembly import check_options, make_executor, open_tree_store, weakly
+from .data import AgentResult, Answer, Budget, HandleView, Request
+from .dispatch import Dispatcher
+from .engine import ConnectionOptions, build_engine
+from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord
 from .hooks import HooksLike
-from .ownership import RECOVER_OPTIONS
-from .pool import DEFAULT_WORKERS, Lent, WorkerPool
+from .loop import Engine
+from .pool import WorkerPool
+from .record import InboxItem
+from .scheduler import Scheduler
 from .store import ConversationStore
-from .task import agent_tool, result_as_tool_output, task_tool
-from .tree import HandleTree, MemoryTree, TreeStore
+from .task import Delegation, agent_tool
+from .tools import Tool
+from .tree import HandleTree
 from .turns import TurnRunner
 from .waiting import Waiter, runnable
-from .tools import Tool, ToolContext, failure
 from .wire import to_wire
 
 if TYPE_CHECKING:
@@ -112,31 +110,12 @@ class Runtime:
         pool: WorkerPool | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
-        if state is not None and store is not None:
-            raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
-        if dispatcher is not None and state is None:
-            raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
-        if recover not in RECOVER_OPTIONS:
-            raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
-        if lease_ms <= 0:
-            raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
-        if keep_closed < 0:
-            raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
+        check_options(state=state, store=store, dispatcher=dispatcher, recover=recover, lease_ms=lease_ms, keep_closed=keep_closed, pool=pool, max_workers=max_workers)
         self._owner = os.urandom(16).hex()  # this runtime object, as the owner of the turns it runs
-        # The engine first: bad connection options fail before the state is touched.
-        if pool is not None and max_workers is not None:
-            raise ConfigError("give max_workers= or pool=, not both: a pool has its own size")
-        workers = pool.max_workers if pool is not None else max_workers or DEFAULT_WORKERS
         self._inline = inline
-        # Inline: no pool at all; a turn runs on the thread that waits for it.
-        self._executor: ThreadPoolExecutor | Lent | None
-        if inline:
-            self._executor = None
-        elif pool is not None:
-            self._executor = pool.lend()
-        else:
-            self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
+        self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
         executor = self._executor
+        # The engine first: bad connection options fail before the state is touched.
         engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: executor)
         try:
             tree_store = open_tree_store(state, runtime_id, store)
@@ -145,25 +124,25 @@ class Runtime:
         except BaseException:
             engine.model.close()
             raise
-        self._tree = HandleTree(tree_store, self.root, _weakly(self._load_handle), keep_closed)
+        self._tree = HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._shutdown_s = shutdown_ms / 1000
-        self._store: ConversationStore = tree_store.conversations
         if dispatcher is not None:
             # A delegation runs on the turn's own (worker) thread, so the children it woke run
             # on other workers while it waits; the turn's other tool calls run on the pool.
             engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
+        self._delegation = Delegation(weakref.proxy(self), self._tree, weakly(self._dispatch))
         self._turns = TurnRunner(
             engine=engine,
-            store=self._store,
+            store=tree_store.conversations,
             model=model,
             hooks=hooks,
             on_metric=on_metric,
             gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
             clock=self._clock,
             lineage=self._tree.lineage,
-            task_tool=_weakly(self._task_tool),
+            task_tool=self._delegation.task_tool,
             nonce=self.root.record.nonce,
             tree_store=tree_store,
             owner=self._owner,
@@ -171,20 +150,28 @@ class Runtime:
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
-        self._dispatching: Dispatching | None = None
-        if dispatcher is not None:
-            self._dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner)
+        dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner) if dispatcher is not None else None
+        self._scheduler = Scheduler(
+            tree=self._tree,
+            turns=self._turns,
+            executor=self._executor,
+            dispatching=dispatching,
+            owner=self._owner,
+            clock=self._clock,
+            after_run=self._delegation.hand_over,
+            before_settle=self._delegation.retire,
+        )
         self._waiter = Waiter(
             tree=self._tree,
             turns=self._turns,
-            dispatching=self._dispatching,
+            dispatching=dispatching,
             clock=self._clock,
-            run_turn=_weakly(self._run_turn),
-            interrupt=_weakly(self.interrupt),
+            run_turn=self._scheduler.run,
+            interrupt=weakly(self.interrupt),
             inline=inline,
         )
-        on_beat = self._dispatching.resend_stale if self._dispatching is not None else None
-        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._take_over, on_beat=on_beat)
+        on_beat = dispatching.resend_stale if dispatching is not None else None
+        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._scheduler.take_over, on_beat=on_beat)
         self._ownership.start()
 
     def __repr__(self) -> str:
@@ -196,10 +183,7 @@ class Runtime:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    # --- the tree store -------------------------------------------------------------------
-
-    def _task_tool(self, handle: Handle, serial: int) -> Tool:
-        return task_tool(self, handle, serial)
+    # --- the tree and its owner -----------------------------------------------------------
 
     def _load_handle(self, record: HandleRecord) -> Handle:
         """A handle made by another process (or before this runtime opened the tree)."""
@@ -208,6 +192,9 @@ class Runtime:
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
         """One unit of work around a change to ``handles`` (their locks held)."""
         return self._tree.store.change(*handles, dirty=False)
+
+    def _dispatch(self, *jobs: _jobs.Job) -> None:
+        self._scheduler.dispatch(*jobs)
 
     def release(self) -> None:
         """Let go of a stored tree: end this runtime's threads, leave the stored tree as it
@@ -224,8 +211,6 @@ class Runtime:
     def _let_go(self) -> None:
         shutdown.let_go(self._ownership, self._tree.store, self._shutdown_s)
 
-    # --- taking over orphaned turns (see ownership.py) ------------------------------------------
-
     def recover(self, h: Handle | str) -> bool:
         """Continue an orphaned turn here from its journal (for ``recover="leave"``).
 
@@ -233,51 +218,11 @@ class Runtime:
         """
         return self._ownership.recover(self._tree.get(h).id)
 
-    def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
-        """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
-        handle = self._tree.get(handle_id)
-        parent = self._tree.parent(handle)
-        assert parent is not None
-        job = None
-        with parent.lock, handle.lock, self._atomic(parent, handle):
-            record = handle.record
-            owner = record.running.owner if record.running is not None else None
-            if record.state != RUNNING or owner != dead_owner or handle.turn is not None:
-                return False  # finished, interrupted or claimed by someone else meanwhile
-            if mode == "interrupt":
-                handle.abort()
-            elif self._dispatching is not None:
-                job = self._dispatching.requeue(handle)  # a worker takes it over from its journal
-            else:
-                turn = handle.stored_turn()
-                turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
-                handle.take_over(turn, self._clock(), self._owner)
-            self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
-        if job is None:
-            self._release_slot(handle)
-        else:
-            self._dispatch(job)
-        return True
-
-    # --- handing admitted turns over to run ---------------------------------------------------
-
-    def _dispatch(self, *jobs: _jobs.Job) -> None:
-        """Hand admitted turns over to run: the only place that does. Here that is this
-        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
-        already in the state with its owner, input and serial, and ``_take_over`` claims a
-        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
-        processes plugs in at these two points: with one, a job sends the turn's message."""
-        for job in jobs:
-            if self._dispatching is not None:
-                job.run()
-            else:
-                _jobs.submit(self._executor, job)
-
     # --- read-only views ----------------------------------------------------------------
 
     @property
     def conversation_store(self) -> ConversationStore:
-        return self._store
+        return self._tree.store.conversations
 
     @property
     def inline(self) -> bool:
@@ -336,33 +281,50 @@ class Runtime:
                 an exhausted budget on the parent's chain; the message names which.
         """
         owner = self._tree.get(parent)
-        definition = self.definition(name)
-        spent = self._turns.chain_limit(owner)
-        if spent is not None:
-            raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
+        definition = self._spawnable(owner, name)
         with owner.lock, self._atomic(owner):
             child = self._add_child(owner, definition, budget)
-            self._tree.event("spawn", child.id, parent=owner.id, agent=name)
         self._call_user(definition.on_spawn, child)
         return child
 
+    def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
+        """A ``task`` call's child: spawned, named in ``parent``'s index for turn ``serial``
+        and woken on ``prompt``, in one unit of work (a process killed at any point leaves
+        all of it or none). Its turn waits for the task call to run it (or, with a
+        dispatcher, for whichever worker claims it first)."""
+        definition = self._spawnable(parent, agent)
+        trace = tracing.capture()  # the child's turn nests in the task call's span
+        with parent.lock, self._atomic(parent):
+            child = self._add_child(parent, definition, None)
+            parent.remember_task((agent, prompt), serial, child.id, call_id)
+            with child.lock:
+                job = self._scheduler.admit(parent, child, prompt, trace)
+        self._call_user(definition.on_spawn, child)
+        if job is not None and self._scheduler.dispatching is not None:
+            self._dispatch(job)
+        return child
+
+    def _spawnable(self, owner: Handle, name: str) -> AgentDef:
+        definition = self.definition(name)
+        spent = self._turns.chain_limit(owner)
+        if spent is not None:
+            raise SpawnError(budgets.exhausted(spent, owner.id))
+        return definition
+
     def _add_child(self, owner: Handle, definition: AgentDef, budget: Budget | None) -> Handle:
+        """The new child (``owner``'s lock held, in its unit of work)."""
         record = owner.record
-        if not owner.accepting:
-            raise SpawnError(f"closed: {record.id} does not accept new children")
-        cap = record.budget.max_children
-        if cap is not None and len(record.children) >= cap:
-            raise SpawnError(f"maxChildren: {record.id} already has {cap} children")
-        depth = record.depth + 1
-        if depth > budgets.max_depth(record.budget):
-            raise SpawnError(f"maxDepth: a child of {record.id} would be at depth {depth} (max {budgets.max_depth(record.budget)})")
+        refused = budgets.spawn_refusal(record.budget, parent_id=record.id, accepting=owner.accepting, children=len(record.children), depth=record.depth)
+        if refused is not None:
+            raise SpawnError(refused)
         own = budgets.merge(definition.budget, budget)
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
-        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._tree.store)
+        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=record.depth + 1, budget=carved), definition, self._tree.store)
         with child.lock, self._tree.store.change(child):  # the new row
             owner.add_child(child_id)
         self._tree.add(child)
+        self._tree.event("spawn", child.id, parent=owner.id, agent=definition.name)
         return child
 
     def post(self, h: Handle | str, text: str, *, sender: str = "external", channel: str = "external") -> None:
@@ -384,7 +346,7 @@ class Runtime:
         self._tree.event("post_rejected", handle.id, reason=str(problem), sender=sender)
         raise problem
 
-    # --- wake and the turn ----------------------------------------------------------------
+    # --- wake and wait --------------------------------------------------------------------
 
     def wake(self, h: Handle | str, prompt: str | None = None) -> None:
         """Start a turn on an idle handle with ``prompt`` plus its whole inbox.
@@ -400,46 +362,9 @@ class Runtime:
         Raises:
             HandleClosed: the handle is closed or closing.
         """
-        job = self._wake(self._tree.get(h), prompt)
+        job = self._scheduler.wake(self._tree.get(h), prompt)
         if job is not None:
             self._dispatch(job)
-
-    def _wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
-        """``wake`` without handing the turn to a worker: for a caller about to wait on it,
-        which then runs it on its own thread (no hand-off)."""
-        parent = self._tree.parent(handle)
-        if parent is None:
-            raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
-        trace = tracing.capture()  # the turn nests here, whichever thread runs it
-        with parent.lock, handle.lock, self._atomic(parent, handle):
-            return self._admit(parent, handle, prompt, trace)
-
-    def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
-        """Check, take a slot and flip to running as one step (both locks held)."""
-        if not handle.accepting:
-            raise HandleClosed(f"closed: {handle.id} cannot be woken")
-        if handle.busy or handle.record.state == SUSPENDED:
-            return None
-        if parent is not self.root and not parent.take_slot(self._slot_cap(parent)):
-            handle.enqueue(prompt, trace)
-            parent.queue_wake(handle.id)
-            self._tree.event("wake_queued", handle.id, parent=parent.id)
-            return None
-        return self._start_turn(handle, prompt, trace)
-
-    def _slot_cap(self, parent: Handle) -> int | None:
-        return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
-
-    def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
-        text = render_input(prompt, handle.record.inbox, ancestry(handle.id))
-        return self._begin(handle, handle.start(prompt, text, trace))
-
-    def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
-        if self._dispatching is not None:
-            return self._dispatching.queue(handle, turn)
-        turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
-        handle.begin(turn, self._clock(), self._owner)
-        return turn.job
 
     def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         """Run the queued turn a dispatcher's message names, here and now (a worker's side).
@@ -447,7 +372,7 @@ class Runtime:
         Returns false, doing nothing, when the turn is not queued any more: claimed by
         another runtime, finished, interrupted, or the message was for another tree.
         """
-        if self._dispatching is None:
+        if self._scheduler.dispatching is None:
             raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
         if runtime_id != self._tree.store.runtime_id:
             log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._tree.store.runtime_id)
@@ -458,96 +383,11 @@ class Runtime:
             return False
         with handle.lock:
             handle.sync()
-            job = self._dispatching.claim(handle, self._clock(), self._run_turn, serial, segment)
+            job = self._scheduler.claim(handle, serial, segment)
         if job is None:
             return False
         job.run()
         return True
-
-    def _run_turn(self, handle: Handle, turn: Turn) -> None:
-        started = time.perf_counter()
-        error: str | None = None
-        try:
-            result, run = self._execute(handle, turn)
-        except Cancelled:
-            with handle.lock:  # interrupted (here, or from another process): it published
-                handle.lose(turn)
-            return
-        except Exception as exc:  # a failed turn is a result, never an exception upward
-            log.debug("turn of %s failed", handle.id, exc_info=True)
-            result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
-        except BaseException as exc:  # SystemExit in a tool: settle so no waiter hangs, then go on up
-            self._settle(handle, turn, self._turns.failed(handle, turn, exc), None)
-            raise
-        self._settle(handle, turn, result, run)
-        self._turns.emit_run(handle, result, run, started, error)
-
-    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        try:
-            return self._turns.execute(handle, turn)
-        finally:
-            self._hand_over_task_children(handle, turn.serial)
-
-    def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
-        """Publish a finished turn: save the transcript, flip the state, free the slot."""
-        pending = result.status == "pending" and result.pending is not None
-        with handle.lock:
-            if not handle.mark_settling(turn, self._owner):
-                return  # interrupted meanwhile; the interrupt published already
-        if not pending:
-            self._retire_task_children(handle, turn.serial)
-        saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
-        with saving as save, handle.lock, self._atomic(handle):
-            save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
-            if pending:
-                suspended = handle.suspend(turn, result, run.messages if run is not None else None)
-                self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
-            else:
-                handle.finish(turn, result)
-        self._release_slot(handle)
-
-    def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
-        """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended
-        before waiting on it (a failure, an interrupt), a worker runs it instead."""
-        for child in self._task_children(handle, serial):
-            with child.lock:
-                job = child.turn.job if runnable(child) else None  # type: ignore[union-attr]
-            if job is not None:
-                self._dispatch(job)
-
-    def _retire_task_children(self, handle: Handle, serial: int) -> None:
-        """A finished turn leaves no delegated child waiting: a child still suspended
-        (its request was declined upstream) has its request cancelled and is closed."""
-        for child in self._task_children(handle, serial):
-            with child.lock:
-                waiting = child.record.state == SUSPENDED
-            if waiting:
-                self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=True)
-
-    def _release_slot(self, handle: Handle) -> None:
-        """Give the finished turn's slot to the next queued sibling, if any."""
-        parent = self._tree.parent(handle)
-        if parent is None or parent is self.root:
-            return  # the root caps nothing: its children's turns take no slot
-        jobs = []
-        with parent.lock:
-            record = parent.record
-            with self._atomic(parent):
-                parent.free_slot()
-            cap = self._slot_cap(parent)
-            while record.wake_queue and (cap is None or record.running_children < cap):
-                sibling = self._tree.get(record.wake_queue[0])
-                with sibling.lock, self._atomic(parent, sibling):
-                    parent.drop_wake(sibling.id)
-                    if not sibling.record.queued:
-                        continue
-                    parent.take_slot(cap)
-                    wake = sibling.dequeue()
-                    jobs.append(self._start_turn(sibling, wake.prompt, wake.trace))
-                    self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        self._dispatch(*jobs)
-
-    # --- wait and delegation --------------------------------------------------------------
 
     def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult:
         """The next result of a busy handle, or the last one of a settled handle.
@@ -565,57 +405,15 @@ class Runtime:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
         return self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
 
-    def _await(self, handle: Handle) -> AgentResult:
+    def settled(self, handle: Handle) -> AgentResult:
         """Wait for a handle to settle, running its turn here if no worker has it."""
         return self._waiter.next_result(handle, None, run_here=True)
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
-        """The child for one ``task`` call: reattached by key within the turn ``serial``,
-        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
-        is not reattached by another call: that repeated call is a retry and runs a fresh
-        child, which the index then names (the same call, replayed after a resume or a
-        crash, still reattaches). A refused spawn is an error result."""
-        key = (agent, prompt)
-        with parent.task_lock:
-            with parent.lock:
-                parent.sync()
-                entry = parent.task_entry(key, serial)
-            child = self._tree.get(entry.child) if entry is not None else None
-            if child is not None and entry is not None and (not call_id or entry.call != call_id) and _ended_in_failure(child):
-                child = None
-            if child is None:
-                try:
-                    child = self.spawn(parent, agent)
-                    with parent.lock, self._atomic(parent):
-                        parent.remember_task(key, serial, child.id, call_id)
-                    job = self._wake(child, prompt)  # run by the task call that waits on it,
-                    if job is not None and self._dispatching is not None:
-                        self._dispatch(job)  # or, with a dispatcher, by any worker that claims it first
-                except (SpawnError, HandleClosed) as exc:
-                    return failure(f"cannot delegate to {agent}: {exc}")
-                return child
-        self._tree.event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
-        return child
+    def resume_below(self, answer: Answer, child: Handle) -> None:
+        self._resume_chain(answer, top=child)
 
-    def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
-        """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
-        if isinstance(child, ToolResult):
-            return child
-        result = self._child_result(child, ctx)
-        if result.status != "pending":
-            self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=False)
-        return result_as_tool_output(agent, result)
-
-    def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
-        with child.lock:
-            record = child.record
-            answer_fits = ctx.answer is not None and record.pending is not None and ctx.answer.id == record.pending.id
-            if record.state == SUSPENDED and not answer_fits:
-                return record.result  # type: ignore[return-value]
-        if answer_fits:
-            self._resume_chain(ctx.answer, top=child)  # type: ignore[arg-type]
-        return self._await(child)
+    def close_child(self, child: Handle, *, force: bool) -> None:
+        self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=force)
 
     def agent_tool(self, name: str) -> Tool:
         """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
@@ -634,8 +432,8 @@ class Runtime:
         """
         handle = self.spawn(self.root, name)
         if timeout is None:
-            self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
-            result = self._await(handle)
+            self._scheduler.wake(handle, prompt)  # run on this thread by the wait below: no hand-off
+            result = self.settled(handle)
         else:
             self.wake(handle, prompt)  # on a worker, so that time can run out on it
             result = self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
@@ -667,16 +465,11 @@ class Runtime:
         if outcome.cancel is not None:
             outcome.cancel.scope.cancel()
         if outcome.ended is not None:
-            self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
-            for child in self._task_children(handle, outcome.ended):
+            self._scheduler.release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
+            for child in self._delegation.children(handle, outcome.ended):
                 self.interrupt(child)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)
-
-    def _task_children(self, handle: Handle, serial: int) -> list[Handle]:
-        with handle.task_lock:
-            ids = handle.task_children(serial)
-        return [self._tree.get(child_id) for child_id in ids]
 
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
@@ -720,7 +513,7 @@ class Runtime:
                 above_it = path[len(chain) - 1 - position]
                 if above_it is not self.root:
                     above_it.take_slot(None)
-                jobs.append(self._begin(handle, turn))
+                jobs.append(self._scheduler.begin(handle, turn))
         self._dispatch(*jobs)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
@@ -829,51 +622,5 @@ class Runtime:
             log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)
 
 
-def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` called through a weak reference to its runtime: the parts a runtime hands
-    its own methods to keep no cycle back to it, so reference counting frees a closed
-    runtime at once instead of leaving a whole tree to the cycle collector."""
-    ref = weakref.WeakMethod(method)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        bound = ref()
-        if bound is None:
-            raise ToolnexusError("the runtime is gone")
-        return bound(*args, **kwargs)
-
-    return call
-
-
-_RETRIED_STATUSES = ("error", "interrupted", "timeout")
-
-#: A context that does nothing: no store transaction without a state, no parent lock at the
-#: root (reentrant, so one serves every use).
+#: A context that does nothing: no parent lock at the root (reentrant, so one serves every use).
 _NOTHING: ContextManager[Any] = contextlib.nullcontext()
-
-
-def _nothing_to_save() -> None:
-    pass
-
-
-#: The transcript context of a turn that settles with none to save (it failed, or suspended).
-_NO_TRANSCRIPT: ContextManager[Callable[[], None]] = contextlib.nullcontext(_nothing_to_save)
-
-
-def open_tree_store(state: str | os.PathLike[str] | StateStore | None, runtime_id: str, conversations: ConversationStore | None) -> TreeStore:
-    """Where the tree lives: in memory without a state, else as rows in it. The state
-    modules (and sqlite3) load only for a runtime that has one."""
-    if state is None:
-        return MemoryTree(conversations)
-    from .state import StateStore, open_state
-    from .stored import StoredTree
-
-    owned = not isinstance(state, StateStore)
-    return StoredTree(open_state(state), runtime_id, sole_user=owned, owns_store=owned)
-
-
-def _ended_in_failure(child: Handle) -> bool:
-    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
-    with child.lock:
-        child.sync()
-        record = child.record
-        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES

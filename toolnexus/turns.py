@@ -91,7 +91,7 @@ class TurnRunner:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
-            text = f"{loop.LIMIT_TEXT[spent]} on the ancestor chain of {handle.id}"
+            text = budgets.on_chain(spent, handle.id)
             return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
@@ -207,11 +207,7 @@ class TurnRunner:
             handle.sync()
             if not handle.owned_by(self._owner):
                 raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
-            spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls)
-        wall = record.budget.max_wall_ms
-        if spent is None and wall is not None and (self._clock() - turn.started) * 1000 >= wall:
-            return "maxWallMs"
-        return spent
+            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started)
 
     def chain_limit(self, handle: Handle) -> str | None:
         """The live walk before every wake and spawn: any spent pool on the chain (with a
