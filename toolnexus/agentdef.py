@@ -7,6 +7,7 @@ that this module never imports the level-1 facade that imports it).
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Callable, Iterable, Mapping
 
@@ -16,6 +17,8 @@ from .data import Answer, Budget, Request
 from .errors import ConfigError
 from .hooks import HooksLike
 from .tools import Tool
+
+log = logging.getLogger("toolnexus")
 
 
 def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
@@ -115,3 +118,14 @@ def normalize_registry(registry: Mapping[str, Any]) -> dict[str, AgentDef]:
 def _is_agent(value: Any) -> bool:
     """A level-1 ``Agent``: its definition plus a registry of its team."""
     return not isinstance(value, (AgentDef, Mapping)) and hasattr(value, "definition") and hasattr(value, "registry")
+
+
+def call_lifecycle(callback: Callable[..., Any] | None, *args: Any) -> None:
+    """Call an agent's ``on_spawn``/``on_close`` (outside every lock); what it raises is
+    logged and ignored: a host's callback never breaks the tree."""
+    if callback is None:
+        return
+    try:
+        callback(*args)
+    except Exception:
+        log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)

@@ -33,10 +33,10 @@ import attrs
 
 from ._cancel import CancelScope
 from ._jobs import Job
-from .data import AgentResult, Answer, HandleView, Request
-from .record import CLOSED, IDLE, RUNNING, SUSPENDED, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry
+from .data import AgentResult, Answer, HandleView
+from .record import CLOSED, IDLE, RUNNING, SUSPENDED, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, closed_result, interrupted, stamp_path
 
-__all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn"]
+__all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
 
 ARROW = "\u2192"
 
@@ -348,7 +348,7 @@ class Handle:
         """``running→suspended`` on the turn's pending request (path stamped); its result."""
         with self.store.change(self):
             assert result.pending is not None
-            request = _stamp_path(result.pending, self.record.id)
+            request = stamp_path(result.pending, self.record.id)
             result = attrs.evolve(result, pending=request, text=request.prompt)
             self._disown()
             self.store.keep_checkpoint(self.record.id, turn.serial, turn.segment, turn.input, checkpoint)
@@ -536,20 +536,3 @@ class Handle:
 
     def task_children(self, serial: int) -> list[str]:
         return [entry.child for entry in self.record.task_keys.values() if entry.serial == serial]
-
-
-def interrupted(record: HandleRecord, turns: int) -> AgentResult:
-    """``turns``: the model calls of the turn that was interrupted."""
-    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
-
-
-def closed_result(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
-
-
-def _stamp_path(request: Request, handle_id: str) -> Request:
-    data = dict(request.data or {})
-    if "path" in data:
-        return request  # relayed: the deepest handle stamped it already
-    data["path"] = handle_id.split("/")
-    return attrs.evolve(request, data=data)

@@ -132,3 +132,20 @@ class HandleRecord:
     def queued(self) -> bool:
         """Waiting for a slot under the parent's ``max_concurrent``."""
         return self.wake is not None
+
+
+def interrupted(record: HandleRecord, turns: int) -> AgentResult:
+    """``turns``: the model calls of the turn that was interrupted."""
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def closed_result(record: HandleRecord) -> AgentResult:
+    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def stamp_path(request: Request, handle_id: str) -> Request:
+    data = dict(request.data or {})
+    if "path" in data:
+        return request  # relayed: the deepest handle stamped it already
+    data["path"] = handle_id.split("/")
+    return attrs.evolve(request, data=data)

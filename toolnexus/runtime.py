@@ -24,13 +24,14 @@ import attrs
 from . import _jobs, budget as budgets, shutdown, tracing
 from ._cancel import TurnGate
 from ._closing import close_resources
-from .agentdef import AgentDef, normalize_registry
+from .agentdef import AgentDef, call_lifecycle, normalize_registry
 from .assembly import check_options, make_executor, open_tree_store, weakly
+from .closing import Closer
 from .data import AgentResult, Answer, Budget, HandleView, Request
 from .dispatch import Dispatcher
 from .engine import ConnectionOptions, build_engine
 from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord
+from .handle import SUSPENDED, Handle, HandleRecord
 from .hooks import HooksLike
 from .loop import Engine
 from .pool import WorkerPool
@@ -41,7 +42,7 @@ from .task import Delegation, agent_tool
 from .tools import Tool
 from .tree import HandleTree
 from .turns import TurnRunner
-from .waiting import Waiter, runnable
+from .waiting import Waiter
 from .wire import to_wire
 
 if TYPE_CHECKING:
@@ -133,22 +134,9 @@ class Runtime:
             # on other workers while it waits; the turn's other tool calls run on the pool.
             engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
         self._delegation = Delegation(weakref.proxy(self), self._tree, weakly(self._dispatch))
-        self._turns = TurnRunner(
-            engine=engine,
-            store=tree_store.conversations,
-            model=model,
-            hooks=hooks,
-            on_metric=on_metric,
-            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
-            clock=self._clock,
-            lineage=self._tree.lineage,
-            task_tool=self._delegation.task_tool,
-            nonce=self.root.record.nonce,
-            tree_store=tree_store,
-            owner=self._owner,
-            around_tool=around_tool,
-            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
-        )
+        gate = TurnGate(max_concurrent_turns) if max_concurrent_turns else None
+        trace = tracing.Tracer(content=trace_content, provider=None if generate is not None else style)
+        self._turns = self._turn_runner(engine, model=model, hooks=hooks, on_metric=on_metric, gate=gate, around_tool=around_tool, trace=trace)
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
         dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner) if dispatcher is not None else None
         self._scheduler = Scheduler(
@@ -161,15 +149,8 @@ class Runtime:
             after_run=self._delegation.hand_over,
             before_settle=self._delegation.retire,
         )
-        self._waiter = Waiter(
-            tree=self._tree,
-            turns=self._turns,
-            dispatching=dispatching,
-            clock=self._clock,
-            run_turn=self._scheduler.run,
-            interrupt=weakly(self.interrupt),
-            inline=inline,
-        )
+        self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
+        self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
         on_beat = dispatching.resend_stale if dispatching is not None else None
         self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._scheduler.take_over, on_beat=on_beat)
         self._ownership.start()
@@ -182,6 +163,20 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+    def _turn_runner(self, engine: Engine, **options: Any) -> TurnRunner:
+        store = self._tree.store
+        return TurnRunner(
+            engine=engine,
+            store=store.conversations,
+            clock=self._clock,
+            lineage=self._tree.lineage,
+            task_tool=self._delegation.task_tool,
+            nonce=self.root.record.nonce,
+            tree_store=store,
+            owner=self._owner,
+            **options,
+        )
 
     # --- the tree and its owner -----------------------------------------------------------
 
@@ -284,7 +279,7 @@ class Runtime:
         definition = self._spawnable(owner, name)
         with owner.lock, self._atomic(owner):
             child = self._add_child(owner, definition, budget)
-        self._call_user(definition.on_spawn, child)
+        call_lifecycle(definition.on_spawn, child)
         return child
 
     def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
@@ -299,7 +294,7 @@ class Runtime:
             parent.remember_task((agent, prompt), serial, child.id, call_id)
             with child.lock:
                 job = self._scheduler.admit(parent, child, prompt, trace)
-        self._call_user(definition.on_spawn, child)
+        call_lifecycle(definition.on_spawn, child)
         if job is not None and self._scheduler.dispatching is not None:
             self._dispatch(job)
         return child
@@ -413,7 +408,7 @@ class Runtime:
         self._resume_chain(answer, top=child)
 
     def close_child(self, child: Handle, *, force: bool) -> None:
-        self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=force)
+        self._closer.close_tree(child, "task settled", self._clock() + self._shutdown_s, force=force)
 
     def agent_tool(self, name: str) -> Tool:
         """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
@@ -541,86 +536,14 @@ class Runtime:
         handle = self._tree.get(h)
         threads_by = shutdown.threads_deadline(self._shutdown_s)
         deadline = self._clock() + self._shutdown_s
-        self._close_tree(handle, "closed", deadline, force)
+        self._closer.close_tree(handle, "closed", deadline, force)
         if handle is self.root:
             self._stop_workers(threads_by)
             self._let_go()
 
-    def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
-        with handle.lock, self._atomic(handle):
-            children_ids = handle.begin_closing()
-        if children_ids is None:
-            return
-        children = [self._tree.get(child_id) for child_id in children_ids]
-        for child in children:
-            self._close_tree(child, "parent closed", deadline, force)
-        if not force:
-            with handle.lock:
-                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
-        while True:
-            with handle.lock:  # an idle handle has nothing to interrupt
-                handle.sync()
-                idle = handle.record.state == IDLE and not handle.record.queued
-            if not idle:
-                self.interrupt(handle)
-            with handle.lock, self._atomic(handle):
-                state = handle.record.state
-                if state == CLOSED:
-                    return
-                if state == IDLE:
-                    handle.close()
-                    self._tree.event("close", handle.id, reason=reason)
-                    break
-                if state == RUNNING:
-                    # A turn that was already settling (saving its transcript) outlasted the
-                    # interrupt's wait: let its outcome land, then go round again.
-                    handle.changed.wait_for(lambda: handle.record.state != RUNNING)
-                # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        if handle.definition is not None:
-            self._call_user(handle.definition.on_close, handle, reason)
-        self._retire(handle)
-
-    def _retire(self, handle: Handle) -> None:
-        """Let the oldest closed handles leave memory (a state still has them). A task
-        child closed while its parent's turn runs waits for that turn: a repeated call may
-        still reattach to it."""
-        parent = self._tree.parent(handle)
-        if parent is None:
-            return
-        with parent.lock:
-            busy = parent is not self.root and parent.record.state == RUNNING
-        if busy:
-            return
-        for gone in self._tree.retire(handle):
-            try:
-                above = self._tree.parent(gone)
-            except UnknownHandle:  # left memory before its child did
-                above = None
-            if above is not None:
-                with above.lock:
-                    if gone.id in above.record.children:
-                        above.record.children.remove(gone.id)
-            self._tree.store.forget_handle(gone.id)
-
-    def _unstarted(self, handle: Handle) -> bool:
-        """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
-        return self._inline and (runnable(handle) or handle.record.queued)
-
     def _stop_workers(self, deadline: float) -> None:
         shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
         close_resources(tool for definition in self._registry.values() for tool in definition.tools)
-
-    # --- helpers --------------------------------------------------------------------------
-
-    @staticmethod
-    def _call_user(callback: Callable[..., Any] | None, *args: Any) -> None:
-        if callback is None:
-            return
-        try:
-            callback(*args)
-        except Exception:
-            log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)
-
 
 #: A context that does nothing: no parent lock at the root (reentrant, so one serves every use).
 _NOTHING: ContextManager[Any] = contextlib.nullcontext()
