@@ -12,6 +12,9 @@ from .handle import CLOSED, IDLE, RUNNING, Handle
 from .tree import HandleTree
 from .waiting import runnable
 
+#: How long closing waits at a time for a settling turn's outcome to land before looking again.
+_SETTLE_POLL_S = 0.25
+
 
 class Closer:
     """Closes the handles of one runtime's tree (``interrupt`` is the runtime's verb)."""
@@ -25,9 +28,24 @@ class Closer:
     def close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
         with handle.lock, self._tree.store.change(handle, dirty=False):
             children_ids = handle.begin_closing()
+            leaf = children_ids == [] and handle.record.state == IDLE and not handle.record.queued
+            if leaf:  # an idle leaf closes in the same step
+                self._closed(handle, reason)
         if children_ids is None:
             return
-        children = [self._tree.get(child_id) for child_id in children_ids]
+        if not leaf and not self._close_busy(handle, [self._tree.get(child_id) for child_id in children_ids], reason, deadline, force):
+            return  # another closer got there first
+        if handle.definition is not None:
+            call_lifecycle(handle.definition.on_close, handle, reason)
+        self._retire(handle)
+
+    def _closed(self, handle: Handle, reason: str) -> None:
+        handle.close()
+        self._tree.event("close", handle.id, reason=reason)
+
+    def _close_busy(self, handle: Handle, children: list[Handle], reason: str, deadline: float, force: bool) -> bool:
+        """Close the children first, give a running turn until ``deadline``, then interrupt;
+        whether this call closed ``handle``."""
         for child in children:
             self.close_tree(child, "parent closed", deadline, force)
         if not force:
@@ -42,19 +60,16 @@ class Closer:
             with handle.lock, self._tree.store.change(handle, dirty=False):
                 state = handle.record.state
                 if state == CLOSED:
-                    return
+                    return False
                 if state == IDLE:
-                    handle.close()
-                    self._tree.event("close", handle.id, reason=reason)
-                    break
-                if state == RUNNING:
-                    # A turn that was already settling (saving its transcript) outlasted the
-                    # interrupt's wait: let its outcome land, then go round again.
-                    handle.changed.wait_for(lambda: handle.record.state != RUNNING)
-                # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        if handle.definition is not None:
-            call_lifecycle(handle.definition.on_close, handle, reason)
-        self._retire(handle)
+                    self._closed(handle, reason)
+                    return True
+            if state == RUNNING:
+                # A turn that was already settling (saving its transcript) outlasted the
+                # interrupt's wait: let its outcome land, then go round again.
+                with handle.lock:
+                    handle.changed.wait_for(lambda: handle.record.state != RUNNING, timeout=_SETTLE_POLL_S)
+            # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
 
     def _retire(self, handle: Handle) -> None:
         """Let the oldest closed handles leave memory (a state still has them). A task

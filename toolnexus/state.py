@@ -30,6 +30,9 @@ class SQLiteState(SqlState):
     share a tree between hosts.
     """
 
+    #: A transaction holds the file's one write lock: nobody else commits meanwhile.
+    exclusive_transactions = True
+
     #: Waits for another process's write lock before retrying with backoff.
     BUSY_TIMEOUT_MS = 5000
     _BACKOFF = (0.05, 0.1, 0.2, 0.4, 0.8)

@@ -73,12 +73,14 @@ class StoredTree:
         changed: dict[str, Handle] = self._local.dirty
         try:
             with self.store.transaction():
-                for handle in handles:
-                    if handle.id not in touched:
-                        self._refresh(handle)
-                        touched[handle.id] = handle
-                    if dirty:
-                        changed[handle.id] = handle
+                if outer:
+                    self._local.seen = self._foreign_commits()
+                fresh = [handle for handle in handles if handle.id not in touched]
+                self._refresh(fresh, self._local.seen, locking=True)
+                for handle in fresh:
+                    touched[handle.id] = handle
+                if dirty:
+                    changed.update((handle.id, handle) for handle in handles)
                 yield
                 if outer and changed:
                     for handle in changed.values():
@@ -97,23 +99,42 @@ class StoredTree:
                 self._local.touched = self._local.dirty = None
 
     def sync(self, handle: Handle) -> None:
-        self._refresh(handle)
+        touched = getattr(self._local, "touched", None)
+        if touched is None:
+            self._refresh([handle], self._foreign_commits(), locking=False)
+        elif handle.id not in touched:
+            self._refresh([handle], self._local.seen, locking=False)  # else the unit read it when it began
 
-    def _refresh(self, handle: Handle) -> None:
-        seen = self._foreign_commits()
-        if seen is not None and handle.verified == seen and handle.record.version >= 0:
-            return  # nobody else committed since this record was last read or written
-        rows = self.store.execute(
-            "SELECT version, body FROM tn_handles WHERE runtime_id = ? AND id = ?"
-            + (" FOR UPDATE" if self.store.dialect == "postgresql" and self._in_change() else ""),
-            (self.runtime_id, handle.id),
-        )
-        handle.verified = seen
-        if not rows or rows[0][0] == handle.record.version:
+    def _refresh(self, handles: list[Handle], seen: int | None, *, locking: bool) -> None:
+        """Re-read the records another connection may have changed, in one statement.
+
+        ``seen`` is the store's count of the others' commits (``foreign_commits``): a
+        record verified at that count needs no read, where the count is exact (a store
+        whose transactions exclude every other writer), or outside a transaction. Inside
+        one on a store where it may lag (PostgreSQL), ``locking`` reads, and locks, every
+        row the unit changes.
+        """
+        exact = seen is not None and (not locking or getattr(self.store, "exclusive_transactions", False))
+        stale = [
+            handle
+            for handle in handles
+            if handle.record.version != 0  # made here and not written yet: nothing to read
+            and not (exact and handle.verified == seen and handle.record.version >= 0)
+        ]
+        if not stale:
             return
-        fresh = self._record(handle.id, rows[0][0], rows[0][1])
-        for field in attrs.fields(HandleRecord):
-            setattr(handle.record, field.name, getattr(fresh, field.name))
+        marks = ", ".join("?" for _ in stale)
+        lock = " FOR UPDATE" if locking and self.store.dialect == "postgresql" else ""
+        rows = self.store.execute(f"SELECT id, version, body FROM tn_handles WHERE runtime_id = ? AND id IN ({marks}){lock}", (self.runtime_id, *(h.id for h in stale)))
+        found = {row[0]: row for row in rows}
+        for handle in stale:
+            handle.verified = seen
+            row = found.get(handle.id)
+            if row is None or row[1] == handle.record.version:
+                continue
+            fresh = self._record(handle.id, row[1], row[2])
+            for field in attrs.fields(HandleRecord):
+                setattr(handle.record, field.name, getattr(fresh, field.name))
 
     def _foreign_commits(self) -> int | None:
         """A counter of commits by other connections, when the store has one and this tree
@@ -123,12 +144,10 @@ class StoredTree:
         counter = getattr(self.store, "foreign_commits", None)
         return counter() if callable(counter) else None
 
-    def _in_change(self) -> bool:
-        return getattr(self._local, "touched", None) is not None
-
     def _write(self, handle: Handle) -> None:
         record = handle.record
         record.version = max(record.version, 0) + 1
+        handle.verified = self._local.seen  # as fresh as the unit's read of the others' commits
         pending = record.pending
         self.store.execute(
             "INSERT INTO tn_handles (runtime_id, id, parent_id, spawn_no, state, version, settled, pending_id, body, updated_at)"
@@ -416,8 +435,12 @@ class StoredJournal:
         self._tree = tree
         self._lineage = lineage
         self._owner = owner
+        # A turn started here (not read back from the store) has recorded nothing yet.
+        self._fresh = not turn.kept
 
     def model_reply(self, step: int) -> ModelReply | None:
+        if self._fresh:
+            return None
         found = self._tree.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
         if found is None or found[0] != "done":
             return None
@@ -451,6 +474,8 @@ class StoredJournal:
 
     def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
         found: dict[str, ToolResult | None] = {}
+        if self._fresh:
+            return found
         for call_id in call_ids:
             row = self._tree.journal_get(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
             if row is None:
