@@ -48,7 +48,7 @@ def test_demo_yes_piped_shows_tree_and_final_text() -> None:
     assert "Approve? [y/n] y" in out
     assert "Launch note ready." in out and "published 'toolnexus 0.1 is out'" in out
     assert "not published" not in out
-    assert "total tokens: 1050" in out
+    assert "total tokens: 900" in out  # the resume asks the coordinator's model nothing again
     final_tree = out.split("final tree:")[1]
     assert "root/coordinator.1" in final_tree and "closed" in final_tree
     # the live tree: several different snapshots (a suspended writer among them)

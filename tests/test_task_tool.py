@@ -467,13 +467,13 @@ def test_runtime_resume_goes_through_idle_on_every_handle_of_the_path(suspended)
         assert f"suspended{arrow}running" not in recorded
 
 
-def test_runtime_resume_replays_parent_and_reattaches(suspended):
+def test_runtime_resume_continues_the_parent_and_reattaches_without_asking_its_model_again(suspended):
     rt, model, _, handle, result = suspended
     rt.resume(make_answer(result.pending.id, True))
     run_in_thread(lambda: rt.wait(handle))
     reattached = [e for e in rt.events() if e["event"] == "reattach"]
     assert [(e["handle"], e["parent"]) for e in reattached] == [("root/boss.1/worker.1", handle.id)]
-    assert model.calls["m-boss"] == 3  # the pending turn's call, its replay, the final answer
+    assert model.calls["m-boss"] == 2  # the pending turn's call and the final answer: the step that delegated is not asked again
 
 
 def test_resume_twice_with_the_same_id_raises(suspended):

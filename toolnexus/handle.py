@@ -65,11 +65,9 @@ class RecordStore(Protocol):
 
     def keep_turn(self, handle: Handle, turn: Turn) -> None: ...
 
-    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]: ...
+    def keep_resume(self, handle_id: str, serial: int, resume: Resume) -> None: ...
 
-    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None: ...
-
-    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]: ...
+    def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]: ...
 
     def forget_turn(self, handle_id: str, serial: int) -> None: ...
 
@@ -82,16 +80,16 @@ class Turn:
     input: str
     scope: CancelScope = attrs.Factory(CancelScope)
     job: Job | None = None
+    #: The answer a replayed turn gives its halted call (see ``record.Resume``).
     resume: Resume | None = None
-    #: +1 each time the turn continues at a checkpoint (its journal starts afresh).
+    #: How many times the turn went on after a suspension (it names a dispatcher's message).
     segment: int = 0
     started: float = 0.0
     tokens_before: int = 0
-    prior_turns: int = 0
     #: Model calls this turn made so far, counted by the ``TurnRunner`` under its lock.
     model_calls: int = 0
     settling: bool = False
-    #: Its input (or resume) is kept in the store already: a replay, a claimed turn.
+    #: Its input is kept in the store already, and maybe a journal: a replay, a claimed turn.
     kept: bool = False
     #: Where the turn was queued, as trace-context headers (``tracing.capture``).
     trace: dict[str, str] | None = None
@@ -250,25 +248,23 @@ class Handle:
         record = self.record
         running = record.running
         assert running is not None
-        input, resume = self.store.turn_documents(record.id, record.turn_serial, running.segment)
+        input, resume = self.store.turn_documents(record.id, record.turn_serial)
         return Turn(
             serial=record.turn_serial,
             input=input,
             tokens_before=running.tokens_before,
-            prior_turns=running.prior_turns,
             resume=resume,
             segment=running.segment,
             kept=True,
         )
 
     def _own(self, turn: Turn, owner: str | None, *, queued_at: float | None = None) -> None:
-        """``turn`` is the record's running turn; its input or resume is kept beside the
-        record once (a turn read back from the store is ``kept`` already)."""
+        """``turn`` is the record's running turn; its input is kept beside the record once
+        (a turn read back from the store, or replayed, is ``kept`` already)."""
         self.record.running = RunningTurn(
             segment=turn.segment,
             owner=owner,
             tokens_before=turn.tokens_before,
-            prior_turns=turn.prior_turns,
             queued_at=queued_at,
             resumed=turn.resume is not None,
         )
@@ -344,16 +340,18 @@ class Handle:
             self.turn = None
             self.changed.notify_all()
 
-    def suspend(self, turn: Turn, result: AgentResult, checkpoint: list[dict[str, Any]] | None) -> AgentResult:
-        """``running→suspended`` on the turn's pending request (path stamped); its result."""
+    def suspend(self, turn: Turn, result: AgentResult, halted: tuple[int, str]) -> AgentResult:
+        """``running→suspended`` on the turn's pending request (path stamped), which the
+        call ``halted`` (model step, call id) made; its result."""
         with self.store.change(self):
             assert result.pending is not None
             request = stamp_path(result.pending, self.record.id)
             result = attrs.evolve(result, pending=request, text=request.prompt)
             self._disown()
-            self.store.keep_checkpoint(self.record.id, turn.serial, turn.segment, turn.input, checkpoint)
             self.record.suspension = Suspension(
                 request=request,
+                step=halted[0],
+                call=halted[1],
                 segment=turn.segment,
                 tokens_before=turn.tokens_before,
                 turns=result.turns,
@@ -429,11 +427,12 @@ class Handle:
         return self.record.state == SUSPENDED and pending is not None and pending.id == request_id
 
     def resume(self, answer: Answer, *, origin: bool, via_idle: bool, trace: dict[str, str] | None = None) -> Turn:
-        """The turn that continues a suspension answered by ``answer``.
+        """The turn that continues a suspension answered by ``answer``: replayed from its
+        journal, so no model step it took is asked again and no finished call runs again.
 
-        The ``origin`` (the handle whose own tool asked) resumes at its checkpoint; a
-        relaying parent replays its turn from its input, its recorded steps served again.
-        A host's resume (``via_idle``: possibly in another process) goes through
+        The ``origin`` (the handle whose own tool asked) gives the halted call the answer;
+        a relaying parent dispatches its halted ``task`` call again, which reattaches to
+        the child. A host's resume (``via_idle``: possibly in another process) goes through
         ``idle``; an inline Answer (an ancestor's ``wait_for``) goes straight on.
         The returned turn still needs its job and ``begin``.
         """
@@ -441,20 +440,19 @@ class Handle:
             record = self.record
             suspension = record.suspension
             assert suspension is not None and record.state == SUSPENDED
-            input, checkpoint = self.store.checkpoint_of(record.id, record.turn_serial, suspension.segment)
+            input, _ = self.store.turn_documents(record.id, record.turn_serial)
             turn = Turn(
                 serial=record.turn_serial,
                 input=input,
                 tokens_before=suspension.tokens_before,
-                prior_turns=suspension.turns if origin else 0,
-                segment=suspension.segment,
+                segment=suspension.segment + 1,
                 trace=trace,
                 suspended_trace=suspension.trace,
-                kept=not origin,  # a replay: its input is kept since the turn began
+                kept=True,  # its input and journal are in the store since the turn began
             )
             if origin:
-                turn.resume = Resume(checkpoint=checkpoint or [], request=suspension.request, answer=answer)
-                turn.segment += 1  # a fresh transcript from the checkpoint: a fresh journal
+                turn.resume = Resume(call=suspension.call, step=suspension.step, request=suspension.request, answer=answer)
+                self.store.keep_resume(record.id, record.turn_serial, turn.resume)
             record.suspension = None
             if via_idle:
                 self.move(IDLE)

@@ -21,6 +21,7 @@ import attrs
 from . import _jobs, budget, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .engine import ModelCall, ModelEngine, WireStyle
+from .record import Resume
 from .errors import Cancelled, LLMError, UnknownRequest
 from .styles._usage import Once
 from .toolkit import Toolkit
@@ -75,8 +76,9 @@ class Engine:
 
 
 class Journal(Protocol):
-    """Where a durable turn records each step as it happens, so that a turn taken over
-    after a crash replays what was done instead of doing it again."""
+    """Where a turn records each step as it happens, so that a turn continued later (taken
+    over after a crash, retried after a failure) is served what was done instead of doing
+    it again. Tool calls are keyed by the model ``step`` that made them and their id."""
 
     def model_reply(self, step: int) -> ModelReply | None:
         """The recorded reply of model call ``step`` (1-based), if there is one."""
@@ -84,14 +86,14 @@ class Journal(Protocol):
     def record_model(self, step: int, reply: ModelReply) -> None:
         """Commit ``reply`` together with its charge to the ledger."""
 
-    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
+    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
         """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
         and never finished (in doubt)."""
 
-    def tools_started(self, call_ids: list[str]) -> None:
+    def tools_started(self, step: int, call_ids: list[str]) -> None:
         """Commit that these calls are about to run."""
 
-    def tool_done(self, call_id: str, result: ToolResult) -> None:
+    def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
         """Commit one call's result together with its charge to the ledger (a suspension
         is not an effect: it is left to be asked again)."""
 
@@ -122,6 +124,8 @@ class RunSpec:
     journal: Journal | None = None
     #: The idempotency key of a tool call, by call id.
     call_key: Callable[[str], str] | None = None
+    #: A run replayed from its journal to continue a suspension: the answer its halted call gets.
+    continues: Resume | None = None
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
 
@@ -339,14 +343,15 @@ def _tool_phase(
     is no ``wait_for``), after appending only that call's placeholder result.
     """
     kept = dict(kept or {})
-    answers = answers or {}
+    answers = dict(answers or {})
     asked: dict[str, ToolResult] = {}
+    turn = state.turns
+    rerun = _continue(spec.continues, turn, calls, kept, answers)
     if spec.journal is not None:
-        asked = _journaled(spec.journal, toolkit, [call for call in calls if call.id not in kept], kept)
+        asked = _journaled(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
     if spec.journal is not None and todo:
-        spec.journal.tools_started([call.id for call in todo])
-    turn = state.turns
+        spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
     # tool spawns its child here, so child ids follow call order); then concurrently.
     starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
@@ -377,14 +382,35 @@ def _tool_phase(
 RETRY_KIND = "retry"
 
 
-def _journaled(journal: Journal, toolkit: Toolkit, calls: list[ToolCall], kept: dict[str, ToolResult]) -> dict[str, ToolResult]:
+def _continue(resume: Resume | None, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], answers: dict[str, Answer]) -> str | None:
+    """Apply a resume to the step whose call halted: an ok answer goes to that call (run
+    again with ``ctx.answer``); a declined one is fed back without running it. Returns the
+    call a ``retry`` question said to run again, in doubt or not."""
+    if resume is None or resume.step != step or not any(call.id == resume.call for call in calls):
+        return None
+    request, answer = resume.request, resume.answer
+    if request.kind == RETRY_KIND:  # about running the call again, not an answer for the tool itself
+        if answer.ok:
+            return resume.call
+        kept[resume.call] = failure(IN_DOUBT.format(tool=(request.data or {}).get("tool", "the tool")))
+    elif answer.ok:
+        answers[resume.call] = answer
+    else:
+        kept[resume.call] = _declined(answer, request)
+    return None
+
+
+def _journaled(journal: Journal, toolkit: Toolkit, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], rerun: str | None = None) -> dict[str, ToolResult]:
     """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
-    option. Returns the calls that ask whether to run again (``retry="ask"``)."""
+    option (``rerun`` is run again whatever it says). Returns the calls that ask whether
+    to run again (``retry="ask"``)."""
     asked: dict[str, ToolResult] = {}
-    for call_id, result in journal.tool_outcomes([call.id for call in calls]).items():
+    for call_id, result in journal.tool_outcomes(step, [call.id for call in calls]).items():
         call = next(c for c in calls if c.id == call_id)
         if result is not None:
             kept[call_id] = result
+            continue
+        if call_id == rerun:
             continue
         found = toolkit.get(call.name)
         policy = found.retry if found is not None else "never"
@@ -478,7 +504,7 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
         if not isinstance(result.output, str):
             result = attrs.evolve(result, output=str(result.output))
         if spec.journal is not None:
-            spec.journal.tool_done(call.id, result)
+            spec.journal.tool_done(begun.turn, call.id, result)
         traced.result(result)
     _emit_tool(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)

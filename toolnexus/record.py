@@ -9,7 +9,6 @@ record: the tree store keeps it beside the record, by turn serial and segment.
 
 from __future__ import annotations
 
-from typing import Any
 
 import attrs
 
@@ -29,11 +28,15 @@ class InboxItem:
 
 @attrs.frozen
 class Suspension:
-    """Where a suspended turn stopped. The transcript at that point (its checkpoint) is
-    kept by the tree store under the turn's serial and ``segment``."""
+    """Where a suspended turn stopped. What it had done is in its journal: a resume replays
+    the turn from there, asking no model again for a step already answered."""
 
     request: Request
-    #: The segment of the turn that suspended: its checkpoint's key, with the serial.
+    #: The call that halted the turn (the one that asked, or its ``task`` call that relays
+    #: a child's request) and the model step that made it.
+    call: str
+    step: int
+    #: How many times the turn went on after a suspension so far.
     segment: int
     #: The ledger when the turn began, so its result after resume covers the whole turn.
     tokens_before: int
@@ -45,10 +48,12 @@ class Suspension:
 
 @attrs.frozen
 class Resume:
-    """How a turn continues a suspension: from ``checkpoint`` (the transcript it stopped
-    at), with the ``answer`` to ``request``."""
+    """How the handle whose own tool asked continues its suspended turn: replayed from its
+    journal, with the ``answer`` to ``request`` for the halted ``call`` of model ``step``
+    (run again with ``ctx.answer``, or fed back declined)."""
 
-    checkpoint: list[dict[str, Any]]
+    call: str
+    step: int
     request: Request
     answer: Answer
 
@@ -58,12 +63,11 @@ class RunningTurn:
     """The running turn as the record holds it: enough for another process to take it
     over after a crash (its input and resume are kept beside the record)."""
 
-    #: +1 each time the turn continues at a checkpoint (its journal starts afresh).
+    #: How many times the turn went on after a suspension (it names a dispatcher's message).
     segment: int = 0
     #: The runtime that runs it; ``None`` while it is queued for a dispatcher.
     owner: str | None = None
     tokens_before: int = 0
-    prior_turns: int = 0
     #: When a dispatcher was last asked to run it; ``None`` once a runtime claimed it.
     queued_at: float | None = None
     #: Whether it continues a suspension (a ``Resume`` is kept for this segment).

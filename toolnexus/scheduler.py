@@ -170,7 +170,7 @@ class Scheduler:
         with saving as save, handle.lock, self._unit(handle):
             save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
             if pending:
-                suspended = handle.suspend(turn, result, run.messages if run is not None else None)
+                suspended = handle.suspend(turn, result, self._turns.halted_call(run))
                 self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
                 handle.finish(turn, result)

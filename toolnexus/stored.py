@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import attrs
 
 from .dispatch import Dispatcher, Dispatching
-from .data import Answer, HandleView, ModelReply, Request, ToolCall, ToolResult, Usage
-from .errors import Cancelled, ConfigError
+from . import journal
+from .data import HandleView, Request
+from .errors import ConfigError
 from .handle import Handle, Turn
 from .ownership import Ownership
 from .record import HandleRecord, Resume, TaskEntry
@@ -210,39 +211,22 @@ class StoredTree:
         )
         return [(row[0], _json(row[1])["name"]) for row in rows]
 
-    # --- a turn's documents: written once each, in the journal ---------------------------------
+    # --- a turn's documents and its journal (the rules are journal.py's) -------------------
 
     def keep_turn(self, handle: Handle, turn: Turn) -> None:
-        if turn.resume is not None:
-            resume = turn.resume
-            payload = {"request": to_wire(resume.request), "answer": to_wire(resume.answer), "from": turn.segment - 1}
-            self.journal_put(handle.id, turn.serial, turn.segment, "resume", 0, "", "done", payload)
-        else:
-            self.journal_put(handle.id, turn.serial, 0, "input", 0, "", "done", {"input": turn.input})
+        journal.keep_turn(self, handle, turn)
 
-    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]:
-        found = self.journal_get(handle_id, serial, 0, "input", 0, "")
-        input = found[1]["input"] if found is not None else ""
-        kept = self.journal_get(handle_id, serial, segment, "resume", 0, "") if segment else None
-        if kept is None:
-            return input, None
-        data = kept[1]
-        _, checkpoint = self.checkpoint_of(handle_id, serial, data["from"])
-        return input, Resume(checkpoint=checkpoint or [], request=from_wire(Request, data["request"]), answer=from_wire(Answer, data["answer"]))
+    def keep_resume(self, handle_id: str, serial: int, resume: Resume) -> None:
+        journal.keep_resume(self, handle_id, serial, resume)
 
-    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None:
-        self.journal_put(handle_id, serial, segment, "checkpoint", 0, "", "done", {"messages": checkpoint})
-
-    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]:
-        found = self.journal_get(handle_id, serial, 0, "input", 0, "")
-        kept = self.journal_get(handle_id, serial, segment, "checkpoint", 0, "")
-        return (found[1]["input"] if found is not None else ""), (kept[1]["messages"] if kept is not None else None)
+    def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]:
+        return journal.turn_documents(self, handle_id, serial)
 
     def forget_turn(self, handle_id: str, serial: int) -> None:
         self.store.execute("DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ?", (self.runtime_id, handle_id, serial))
 
-    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> StoredJournal:
-        return StoredJournal(handle, turn, self, lineage, owner, counted)
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> journal.TurnJournal:
+        return journal.TurnJournal(handle, turn, self, lineage, owner, counted)
 
     @contextlib.contextmanager
     def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> Iterator[Callable[[], None]]:
@@ -422,100 +406,6 @@ class StateConversations:
         self._tree.save_messages(id, list(messages))
 
 
-class StoredJournal:
-    """A turn's journal in a stored tree: each model reply and tool result commits
-    together with its ledger charge, fenced by the turn's owner (a process whose turn was
-    taken over cannot record anything more)."""
-
-    def __init__(self, handle: Handle, turn: Turn, tree: StoredTree, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> None:
-        self._handle = handle
-        self._counted = counted  # one model call of the turn (asked now, or served again)
-        self._serial = turn.serial
-        self._segment = turn.segment
-        self._tree = tree
-        self._lineage = lineage
-        self._owner = owner
-        # A turn started here (not read back from the store) has recorded nothing yet.
-        self._fresh = not turn.kept
-
-    def model_reply(self, step: int) -> ModelReply | None:
-        if self._fresh:
-            return None
-        found = self._tree.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
-        if found is None or found[0] != "done":
-            return None
-        self._counted()
-        data = found[1]
-        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
-        return ModelReply(
-            message=data["message"],
-            text=data["text"],
-            tool_calls=calls,
-            usage=Usage(**data["usage"]),
-            finish_reason=data.get("finish_reason"),
-            truncated=data.get("truncated", False),
-        )
-
-    def record_model(self, step: int, reply: ModelReply) -> None:
-        payload = {
-            "message": reply.message,
-            "text": reply.text,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
-            "usage": attrs.asdict(reply.usage),
-            "finish_reason": reply.finish_reason,
-            "truncated": reply.truncated,
-        }
-        self._counted()
-        with self._ledger() as chain:
-            self._tree.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
-            self._handle.charge_model_call()
-            for each in chain:
-                each.charge_tokens(reply.usage.total_tokens)
-
-    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
-        found: dict[str, ToolResult | None] = {}
-        if self._fresh:
-            return found
-        for call_id in call_ids:
-            row = self._tree.journal_get(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
-            if row is None:
-                continue
-            status, data = row
-            found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata")) if status == "done" else None
-        return found
-
-    def tools_started(self, call_ids: list[str]) -> None:
-        with self._handle.lock, self._tree.change(self._handle, dirty=False):
-            self._fence()
-            for call_id in call_ids:
-                self._tree.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "started", None)
-
-    def tool_done(self, call_id: str, result: ToolResult) -> None:
-        with self._ledger() as chain:
-            if result.pending is not None:  # a question, not an effect: asked again on replay
-                self._tree.journal_drop(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
-            else:
-                payload = {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)}
-                self._tree.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "done", payload)
-            for each in chain:
-                each.charge_tool_calls(1, own=each is self._handle)
-
-    @contextlib.contextmanager
-    def _ledger(self) -> Iterator[list[Handle]]:
-        """The handle and its ancestors, locked root first, in one unit of work."""
-        chain = list(self._lineage(self._handle))
-        with contextlib.ExitStack() as held:
-            for each in reversed(chain):
-                held.enter_context(each.lock)
-            held.enter_context(self._tree.change(*reversed(chain), dirty=False))
-            self._fence()
-            yield chain
-
-    def _fence(self) -> None:
-        if not self._handle.owned_by(self._owner):
-            raise Cancelled(f"the turn of {self._handle.id} was interrupted or taken over by another process")
-
-
 def stored_views(tree: StoredTree) -> list[HandleView]:
     """Every stored handle of ``tree`` as ``handles()`` lists them (no registry needed)."""
     views: list[HandleView] = []
@@ -564,11 +454,3 @@ def _spawn_no(handle_id: str) -> int:
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
-
-
-def _plain(metadata: dict[str, Any] | None) -> Any:
-    """Metadata as JSON data (anything else is kept as its string form)."""
-    if metadata is None:
-        return None
-    return json.loads(json.dumps(to_wire(metadata), default=str))
-

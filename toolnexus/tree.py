@@ -19,6 +19,7 @@ import contextlib
 import threading
 from typing import Any, Callable, ContextManager, Iterator, Protocol
 
+from . import journal
 from .data import Request
 from .errors import ConfigError, UnknownHandle
 from .handle import Handle, Turn
@@ -70,19 +71,16 @@ class TreeStore(Protocol):
     def children(self, handle: Handle) -> list[str]:
         """Child ids in spawn order (all of them, also those that left memory)."""
 
-    # --- a turn's documents, written once each: its input, its resume, its checkpoint ----
+    # --- a turn's documents (its input, its resume) and its journal: see journal.py ----
 
     def keep_turn(self, handle: Handle, turn: Turn) -> None:
-        """Keep what another process needs to take ``turn`` over (lock held, in its unit)."""
+        """Keep the input a replay of ``turn`` starts from (lock held, in its unit)."""
 
-    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]:
-        """The kept input and resume of a running turn."""
+    def keep_resume(self, handle_id: str, serial: int, resume: Resume) -> None:
+        """Keep the answer a resumed turn continues with (lock held, in its unit)."""
 
-    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None:
-        """Keep where a suspended turn stopped (lock held, in its unit)."""
-
-    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]:
-        """A suspended turn's input and checkpoint."""
+    def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]:
+        """The kept input and resume of a turn."""
 
     def forget_turn(self, handle_id: str, serial: int) -> None:
         """The turn settled or was dropped: nothing will replay it."""
@@ -162,10 +160,11 @@ class MemoryTree:
     def __init__(self, conversations: ConversationStore | None = None) -> None:
         self._own_transcripts = conversations is None
         self.conversations: ConversationStore = conversations if conversations is not None else InMemoryStore()
-        self._lock = threading.Lock()  # guards: _parked, _events, _checkpoints (a leaf lock)
+        self._lock = threading.Lock()  # guards: _parked, _events, _journal (a leaf lock)
         self._parked: dict[str, tuple[str, Request]] = {}  # request id -> the asking handle, its request
         self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
-        self._checkpoints: dict[tuple[str, int, int], tuple[str, list[dict[str, Any]] | None]] = {}
+        #: (handle id, serial) -> (segment, kind, step, call id) -> (status, payload)
+        self._journal: dict[tuple[str, int], dict[tuple[int, str, int, str], tuple[str, Any]]] = {}
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING
@@ -184,27 +183,35 @@ class MemoryTree:
             return list(handle.record.children)
 
     def keep_turn(self, handle: Handle, turn: Turn) -> None:
-        pass  # the live turn is all there is: no other process takes it over
+        journal.keep_turn(self, handle, turn)
 
-    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]:
-        raise LookupError(f"{handle_id}: a turn in memory has no kept documents")
+    def keep_resume(self, handle_id: str, serial: int, resume: Resume) -> None:
+        journal.keep_resume(self, handle_id, serial, resume)
 
-    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None:
-        with self._lock:
-            self._checkpoints[(handle_id, serial, segment)] = (input, checkpoint)
-
-    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]:
-        with self._lock:
-            return self._checkpoints.get((handle_id, serial, segment), ("", None))
+    def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]:
+        return journal.turn_documents(self, handle_id, serial)
 
     def forget_turn(self, handle_id: str, serial: int) -> None:
         with self._lock:
-            if self._checkpoints:
-                for key in [key for key in self._checkpoints if key[0] == handle_id and key[1] == serial]:
-                    del self._checkpoints[key]
+            self._journal.pop((handle_id, serial), None)
 
     def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> Any:
-        return None
+        return journal.TurnJournal(handle, turn, self, lineage, owner, counted)
+
+    def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+        with self._lock:
+            rows = self._journal.get((handle_id, serial))
+            return rows.get((segment, kind, step, call_id)) if rows is not None else None
+
+    def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
+        with self._lock:
+            self._journal.setdefault((handle_id, serial), {})[(segment, kind, step, call_id)] = (status, payload)
+
+    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None:
+        with self._lock:
+            rows = self._journal.get((handle_id, serial))
+            if rows is not None:
+                rows.pop((segment, kind, step, call_id), None)
 
     @contextlib.contextmanager
     def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> Iterator[Callable[[], None]]:

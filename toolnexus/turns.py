@@ -97,18 +97,16 @@ class TurnRunner:
         toolkit = Toolkit(definition.tools)
         if definition.team:
             toolkit.register(self._task_tool(handle, turn.serial))
-        if turn.resume is not None:
-            resume = turn.resume
-            run = loop.resume(self.engine, spec, toolkit, resume.checkpoint, resume.request, resume.answer)
-        else:
-            history = self._store.get(handle.id) or []
-            messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
-            run = loop.start(self.engine, spec, toolkit, messages)
+        # A resumed (or taken-over) turn replays from its input: its journal serves every
+        # model reply and tool result it recorded, so nothing already done is done again.
+        history = self._store.get(handle.id) or []
+        messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
+        run = loop.start(self.engine, spec, toolkit, messages)
         result = AgentResult(
             text=run.text,
             status=run.status,
             pending=run.pending,
-            turns=turn.prior_turns + run.turns,
+            turns=run.turns,
             total_tokens=self._spent(handle, turn),
             limit=run.limit,
             handle_id=handle.id,
@@ -121,10 +119,18 @@ class TurnRunner:
         text = f"{type(exc).__name__}: {exc}"
         return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), total_tokens=self._spent(handle, turn), handle_id=handle.id)
 
+    def halted_call(self, run: RunResult | None) -> tuple[int, str]:
+        """The model step and the call a run that ended pending halted on (the last tool
+        result of its transcript is that call's placeholder)."""
+        if run is None:
+            return 0, ""
+        results = self.engine.style.tool_results_in(run.messages)
+        return run.turns, results[-1][0] if results else ""
+
     def turn_calls(self, turn: Turn) -> int:
-        """The model calls ``turn`` made so far (with those before its suspension)."""
+        """The model calls ``turn`` made so far (served again by its journal included)."""
         with self._calls_lock:
-            return turn.prior_turns + turn.model_calls
+            return turn.model_calls
 
     def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
         event: dict[str, Any] = {
@@ -160,6 +166,7 @@ class TurnRunner:
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
             journal=self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn)),
             call_key=call_key(self._nonce, handle.id, turn.serial),
+            continues=turn.resume,
             around_tool=self._around_tool,
             trace=self.trace,
         )

@@ -1,0 +1,177 @@
+"""A turn's journal: each model reply and tool result recorded as it happens, with its
+ledger charge, and the documents a turn is continued from (its input, its resume).
+
+A tree store keeps the rows (``JournalRows``: a dict in memory, a table in a state); the
+rules are the same for both, and live here once. A turn that is continued (a takeover
+after a crash, a ``retry`` after a failure) is served what its journal recorded, so a
+recorded reply is not asked again and a finished tool call is not run again. Rows are
+keyed by the turn (serial and segment), the model step, and the call id together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Callable, ContextManager, Iterator, Protocol
+
+import attrs
+
+from .data import Answer, ModelReply, Request, ToolCall, ToolResult, Usage
+from .errors import Cancelled
+from .handle import Handle, Turn
+from .record import Resume
+from .wire import from_wire, to_wire
+
+
+class JournalRows(Protocol):
+    """Where a tree store keeps journal rows. ``payload`` is plain JSON data."""
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
+
+    def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None: ...
+
+    def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None: ...
+
+    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None: ...
+
+
+# --- a turn's documents ----------------------------------------------------------------------
+
+
+def keep_turn(rows: JournalRows, handle: Handle, turn: Turn) -> None:
+    """Write ``turn``'s input, once, when it begins: a takeover or a retry replays from it."""
+    rows.journal_put(handle.id, turn.serial, 0, "input", 0, "", "done", {"input": turn.input})
+
+
+def keep_resume(rows: JournalRows, handle_id: str, serial: int, resume: Resume) -> None:
+    """Write the answer a resumed turn continues with (the latest one stands)."""
+    payload = {"call": resume.call, "step": resume.step, "request": to_wire(resume.request), "answer": to_wire(resume.answer)}
+    rows.journal_put(handle_id, serial, 0, "resume", 0, "", "done", payload)
+
+
+def turn_documents(rows: JournalRows, handle_id: str, serial: int) -> tuple[str, Resume | None]:
+    """A turn's kept input and, when it continues a suspension, its resume."""
+    found = rows.journal_get(handle_id, serial, 0, "input", 0, "")
+    input = found[1]["input"] if found is not None else ""
+    kept = rows.journal_get(handle_id, serial, 0, "resume", 0, "")
+    if kept is None:
+        return input, None
+    data = kept[1]
+    return input, Resume(call=data["call"], step=data["step"], request=from_wire(Request, data["request"]), answer=from_wire(Answer, data["answer"]))
+
+
+# --- the journal a running turn records to ------------------------------------------------------
+
+
+class TurnJournal:
+    """A turn's journal (``loop.Journal``): each model reply and tool result commits
+    together with its ledger charge, fenced by the turn's owner (a process whose turn was
+    taken over cannot record anything more)."""
+
+    def __init__(self, handle: Handle, turn: Turn, rows: JournalRows, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> None:
+        self._handle = handle
+        self._counted = counted  # one model call of the turn (asked now, or served again)
+        self._serial = turn.serial
+        self._rows = rows
+        self._lineage = lineage
+        self._owner = owner
+        # A turn started here (not read back from the store) has recorded nothing yet.
+        self._fresh = not turn.kept
+
+    # Every row of the turn has segment 0: a resumed turn replays the same journal.
+
+    def _get(self, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+        return self._rows.journal_get(self._handle.id, self._serial, 0, kind, step, call_id)
+
+    def _put(self, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
+        self._rows.journal_put(self._handle.id, self._serial, 0, kind, step, call_id, status, payload)
+
+    def model_reply(self, step: int) -> ModelReply | None:
+        found = None if self._fresh else self._get("model", step, "")
+        if found is None or found[0] != "done":
+            return None
+        self._counted()
+        data = found[1]
+        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
+        return ModelReply(
+            message=data["message"],
+            text=data["text"],
+            tool_calls=calls,
+            usage=Usage(**data["usage"]),
+            finish_reason=data.get("finish_reason"),
+            truncated=data.get("truncated", False),
+        )
+
+    def record_model(self, step: int, reply: ModelReply) -> None:
+        payload = {
+            "message": reply.message,
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+            "usage": attrs.asdict(reply.usage),
+            "finish_reason": reply.finish_reason,
+            "truncated": reply.truncated,
+        }
+        self._counted()
+        with self._ledger() as chain:
+            self._put("model", step, "", "done", payload)
+            self._handle.charge_model_call()
+            for each in chain:
+                each.charge_tokens(reply.usage.total_tokens)
+
+    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
+        found: dict[str, ToolResult | None] = {}
+        if self._fresh:
+            return found
+        for call_id in call_ids:
+            row = self._get("tool", step, call_id)
+            if row is None:
+                continue
+            status, data = row
+            found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata")) if status == "done" else None
+        return found
+
+    def tools_started(self, step: int, call_ids: list[str]) -> None:
+        with self._handle.lock, self._rows.change(self._handle, dirty=False):
+            self._fence()
+            for call_id in call_ids:
+                self._put("tool", step, call_id, "started", None)
+
+    def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
+        with self._ledger() as chain:
+            if result.pending is not None or retried_later(result):  # not an effect: asked again on replay
+                self._rows.journal_drop(self._handle.id, self._serial, 0, "tool", step, call_id)
+            else:
+                self._put("tool", step, call_id, "done", {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)})
+            for each in chain:
+                each.charge_tool_calls(1, own=each is self._handle)
+
+    @contextlib.contextmanager
+    def _ledger(self) -> Iterator[list[Handle]]:
+        """The handle and its ancestors, locked root first, in one unit of work."""
+        chain = list(self._lineage(self._handle))
+        with contextlib.ExitStack() as held:
+            for each in reversed(chain):
+                held.enter_context(each.lock)
+            held.enter_context(self._rows.change(*reversed(chain), dirty=False))
+            self._fence()
+            yield chain
+
+    def _fence(self) -> None:
+        if not self._handle.owned_by(self._owner):
+            raise Cancelled(f"the turn of {self._handle.id} was interrupted or taken over by another process")
+
+
+#: A tool result's metadata key: the call is to be made again when its turn is retried
+#: (a ``task`` call whose child failed and can itself be retried).
+RETRY_LATER = "retry_later"
+
+
+def retried_later(result: ToolResult) -> bool:
+    return bool(result.metadata and result.metadata.get(RETRY_LATER))
+
+
+def _plain(metadata: dict[str, Any] | None) -> Any:
+    """Metadata as JSON data (anything else is kept as its string form)."""
+    if metadata is None:
+        return None
+    return json.loads(json.dumps(to_wire(metadata), default=str))
