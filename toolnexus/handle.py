@@ -34,7 +34,7 @@ import attrs
 from ._cancel import CancelScope
 from ._jobs import Job
 from .data import AgentResult, Answer, HandleView
-from .record import CLOSED, IDLE, RUNNING, SUSPENDED, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, closed_result, interrupted, stamp_path
+from .record import CLOSED, IDLE, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, closed_result, interrupted, stamp_path
 
 __all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
 
@@ -129,6 +129,10 @@ class Handle:
         # guards: record.task_keys (the reattachment index); taken before self.lock.
         self.task_lock = threading.Lock()
         self.turn: Turn | None = None
+        #: The outcome of a turn that could not be committed, and how many there were: a
+        #: waiter that saw ``lost_count == n`` knows a newer one has come.
+        self.lost: AgentResult | None = None
+        self.lost_count = 0
         #: Counted among the closed handles that may leave memory (see ``HandleTree.retire``).
         self.retired = False
         #: The store's count of other connections' commits when the record was last read
@@ -220,9 +224,11 @@ class Handle:
             return wake
 
     def start(self, prompt: str | None, input: str, trace: dict[str, str] | None = None) -> Turn:
-        """A fresh turn on ``input`` that takes the whole inbox (returned on interrupt)."""
+        """A fresh turn on ``input`` that takes the whole inbox (returned on interrupt);
+        a failed turn it supersedes will not be tried again."""
         with self.store.change(self):
             record = self.record
+            self._forget_failed()
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
             return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, trace=trace)
@@ -321,6 +327,15 @@ class Handle:
         running = self.record.running
         return self.record.state == RUNNING and running is not None and running.owner == owner
 
+    def give_up(self, owner: str) -> None:
+        """Leave the running turn ``owner`` could not settle to whoever recovers it: with no
+        owner (and not queued), it is an orphan for every runtime of the tree."""
+        if self.owned_by(owner) and self.turn is None:
+            with self.store.change(self):
+                assert self.record.running is not None
+                self.record.running = attrs.evolve(self.record.running, owner=None)
+                self.changed.notify_all()
+
     def mark_settling(self, turn: Turn, owner: str) -> bool:
         """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
         self.sync()  # nothing is written: the outcome is published in the next change
@@ -361,16 +376,46 @@ class Handle:
             self.publish(result)
             return result
 
-    def finish(self, turn: Turn, result: AgentResult) -> None:
-        """``running→idle`` with the turn's outcome; the inbox items it took are consumed
-        and nothing will replay the turn."""
+    def finish(self, turn: Turn, result: AgentResult, *, retryable: bool = False) -> None:
+        """``running→idle`` with the turn's outcome; the inbox items it took are consumed.
+        A ``retryable`` failure keeps the turn's journal for ``retry``; otherwise nothing
+        will replay the turn."""
         with self.store.change(self):
             self._disown()
             self.record.suspension = None
             self.record.taken = []
-            self.store.forget_turn(self.record.id, turn.serial)
+            if retryable:
+                self.record.failed = FailedTurn(serial=turn.serial, segment=turn.segment, tokens_before=turn.tokens_before)
+            else:
+                self.store.forget_turn(self.record.id, turn.serial)
             self.move(IDLE)
             self.publish(result)
+
+    def abandon(self, result: AgentResult) -> None:
+        """The turn's outcome could not be committed (the store failed): tell every waiter
+        ``result`` and let the turn go here. The record is left to say what the store says
+        (running, under this runtime, which gives the turn up once the store works again:
+        ``Scheduler.release_abandoned``), so the result travels beside it (``lost``)."""
+        self.turn = None
+        self.record.version = -1  # memory may have run ahead of the store: read it again
+        self.lost = result
+        self.lost_count += 1
+        self.changed.notify_all()
+
+    def retry_turn(self) -> Turn:
+        """The failed turn again, to be replayed from its journal (``failed`` checked)."""
+        failed = self.record.failed
+        assert failed is not None
+        with self.store.change(self):
+            self.record.failed = None
+            input, resume = self.store.turn_documents(self.record.id, failed.serial)
+            return Turn(serial=failed.serial, input=input, resume=resume, segment=failed.segment + 1, tokens_before=failed.tokens_before, kept=True)
+
+    def _forget_failed(self) -> None:
+        failed = self.record.failed
+        if failed is not None:
+            self.record.failed = None
+            self.store.forget_turn(self.record.id, failed.serial)
 
     def abort(self, turns: int = 0) -> Turn | None:
         """Interrupt the running turn (which made ``turns`` model calls): ``running→idle``,
@@ -470,6 +515,7 @@ class Handle:
     def close(self) -> None:
         """``idle→closed``: final; the record stays readable."""
         with self.store.change(self):
+            self._forget_failed()
             self.move(CLOSED)
 
     # --- a parent's slots for its children's turns ------------------------------------------

@@ -78,7 +78,7 @@ class Ownership:
                     self.sweep()
                 if self._on_beat is not None:
                     self._on_beat()
-            except ToolnexusError:
+            except Exception:  # the store failed: beat again later, never let the thread die
                 log.warning("toolnexus: heartbeat failed; retrying", exc_info=True)
 
     def sweep(self) -> None:

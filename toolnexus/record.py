@@ -84,6 +84,16 @@ class QueuedWake:
 
 
 @attrs.frozen
+class FailedTurn:
+    """A turn that ended ``error`` and kept its journal, so that ``retry`` can continue it
+    without asking a model again for a step it answered or running a finished call again."""
+
+    serial: int
+    segment: int
+    tokens_before: int
+
+
+@attrs.frozen
 class TaskEntry:
     """One row of the reattachment index: the child a ``task`` call made in a turn."""
 
@@ -123,6 +133,8 @@ class HandleRecord:
     running_children: int = 0
     wake_queue: list[str] = attrs.Factory(list)
     running: RunningTurn | None = None
+    #: The last turn, when it failed and can be tried again (``Runtime.retry``).
+    failed: FailedTurn | None = None
     #: The tree's own random id (the root's record), part of every idempotency key.
     nonce: str = ""
     #: The stored row's version this record reflects (a stored tree only; not in the body).

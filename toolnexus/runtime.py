@@ -30,7 +30,7 @@ from .closing import Closer
 from .data import AgentResult, Answer, Budget, HandleView, Request
 from .dispatch import Dispatcher
 from .engine import ConnectionOptions, build_engine
-from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
+from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError, UnknownHandle, UnknownRequest
 from .handle import SUSPENDED, Handle, HandleRecord
 from .hooks import HooksLike
 from .loop import Engine
@@ -151,8 +151,7 @@ class Runtime:
         )
         self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
         self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
-        on_beat = dispatching.resend_stale if dispatching is not None else None
-        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._scheduler.take_over, on_beat=on_beat)
+        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._scheduler.take_over, on_beat=self._scheduler.on_beat)
         self._ownership.start()
 
     def __repr__(self) -> str:
@@ -415,6 +414,21 @@ class Runtime:
         self.definition(name)
         return agent_tool(self, name)
 
+    def retry(self, h: Handle | str) -> None:
+        """Try the handle's failed last turn again, from its journal: a turn that ended
+        ``error`` because the model could not be reached or a commit failed (a resume's
+        continuation included). Recorded replies are not asked again and finished tool
+        calls (an approved one included) are not run again; a ``task`` call whose child
+        failed tries the child again. Like ``wake``, it returns at once; ``wait`` for the
+        result.
+
+        Raises:
+            ToolnexusError: the handle's last turn did not fail (or it is busy).
+            HandleClosed: the handle is closed or closing.
+        """
+        job = self._scheduler.retry(self._tree.get(h))
+        self._dispatch(job)
+
     def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult:
         """Spawn ``name`` under the root, run one turn on ``prompt``, close it.
 
@@ -435,6 +449,8 @@ class Runtime:
             if result.status == "timeout":
                 self.interrupt(handle)  # time is up: the run does not go on in the background
         if result.status != "pending":
+            if self._scheduler.abandoned(handle):
+                raise StateError(f"the state store failed while {handle.id} ran: {result.text}")
             self.close(handle)
         return result
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from concurrent.futures import Executor
 from typing import Any, Callable, ContextManager
@@ -29,6 +30,8 @@ log = logging.getLogger("toolnexus")
 
 #: ``(handle, serial)``: what delegation does at the end of a turn of ``handle``.
 TurnHook = Callable[[Handle, int], None]
+#: ``(handle, serial, failed)``: what delegation does before a finished turn settles.
+SettleHook = Callable[[Handle, int, bool], None]
 
 
 def _nothing_to_save() -> None:
@@ -57,7 +60,7 @@ class Scheduler:
         owner: str,
         clock: Callable[[], float],
         after_run: TurnHook,
-        before_settle: TurnHook,
+        before_settle: SettleHook,
     ) -> None:
         self._tree = tree
         self._root = tree.root
@@ -68,6 +71,9 @@ class Scheduler:
         self._clock = clock
         self._after_run = after_run
         self._before_settle = before_settle
+        self._lock = threading.Lock()  # guards: _abandoned
+        #: Handles whose turn's outcome this runtime could not commit (the store failed).
+        self._abandoned: set[str] = set()
 
     def _unit(self, *handles: Handle) -> ContextManager[Any]:
         return self._tree.store.change(*handles, dirty=False)
@@ -152,6 +158,11 @@ class Scheduler:
         self._settle(handle, turn, result, run)
         self._turns.emit_run(handle, result, run, started, error)
 
+    def abandoned(self, handle: Handle) -> bool:
+        """Whether this runtime could not commit the outcome of ``handle``'s last turn."""
+        with self._lock:
+            return handle.id in self._abandoned
+
     def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         try:
             return self._turns.execute(handle, turn)
@@ -159,13 +170,36 @@ class Scheduler:
             self._after_run(handle, turn.serial)
 
     def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
-        """Publish a finished turn: save the transcript, flip the state, free the slot."""
+        """Publish a finished turn: save the transcript, flip the state, free the slot.
+
+        A failed turn keeps its journal (``retry``). When the outcome cannot be committed
+        (the store fails, or the host's conversation store raises), the turn ends ``error``
+        with that cause; when even that cannot be committed, every waiter is told the
+        error from memory and this runtime gives the turn up: no waiter ever hangs.
+        """
+        try:
+            with handle.lock:
+                if not handle.mark_settling(turn, self.owner):
+                    return  # interrupted meanwhile; the interrupt published already
+            self._commit(handle, turn, result, run)
+        except Exception as exc:
+            log.warning("the outcome of the turn of %s could not be committed: %s", handle.id, exc)
+            failed = self._turns.failed(handle, turn, exc)
+            try:
+                self._commit(handle, turn, failed, None)
+            except Exception:
+                with handle.lock:
+                    handle.abandon(failed)
+                with self._lock:
+                    self._abandoned.add(handle.id)
+                return
+        self.release_slot(handle)
+
+    def _commit(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
         pending = result.status == "pending" and result.pending is not None
-        with handle.lock:
-            if not handle.mark_settling(turn, self.owner):
-                return  # interrupted meanwhile; the interrupt published already
+        failed = result.status == "error"
         if not pending:
-            self._before_settle(handle, turn.serial)
+            self._before_settle(handle, turn.serial, failed)
         saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
         with saving as save, handle.lock, self._unit(handle):
             save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
@@ -173,8 +207,43 @@ class Scheduler:
                 suspended = handle.suspend(turn, result, self._turns.halted_call(run))
                 self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
-                handle.finish(turn, result)
-        self.release_slot(handle)
+                handle.finish(turn, result, retryable=failed)
+
+    def on_beat(self) -> None:
+        """What the owner's heartbeat does for the scheduler, after each beat."""
+        self.release_abandoned()
+        if self.dispatching is not None:
+            self.dispatching.resend_stale()
+
+    def release_abandoned(self) -> None:
+        """Give up, in the store, the turns whose outcome could not be committed: each is
+        then an orphan that any runtime of the tree recovers (this one included)."""
+        with self._lock:
+            ids = list(self._abandoned)
+        for handle_id in ids:
+            handle = self._tree.get(handle_id)
+            with handle.lock, self._unit(handle):
+                handle.give_up(self.owner)
+            with self._lock:
+                self._abandoned.discard(handle_id)
+
+    def retry(self, handle: Handle) -> _jobs.Job:
+        """Admit the failed last turn of ``handle`` again, replayed from its journal."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            raise ToolnexusError("the root handle runs no agent; retry one of its children")
+        trace = tracing.capture()
+        with parent.lock, handle.lock, self._unit(parent, handle):
+            handle.sync()
+            if not handle.accepting:
+                raise HandleClosed(f"closed: {handle.id} cannot be retried")
+            if handle.busy or handle.record.failed is None:
+                raise ToolnexusError(f"{handle.id}: its last turn did not fail, so there is nothing to retry")
+            if parent is not self._root:
+                parent.take_slot(None)
+            turn = handle.retry_turn()
+            turn.trace = trace
+            return self.begin(handle, turn)
 
     def release_slot(self, handle: Handle) -> None:
         """Give the finished turn's slot to the next queued sibling, if any."""

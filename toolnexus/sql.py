@@ -3,6 +3,7 @@ version, and ``SqlState``, the base of the SQLite, PostgreSQL and Django stores.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ContextManager, Protocol, Sequence, runtime_checkable
 
 from .errors import ConfigError
@@ -58,6 +59,9 @@ _SCHEMA = [
         seq {serial}, runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL,
         body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS tn_events_rt ON tn_events (runtime_id, seq)""",
+    """CREATE INDEX IF NOT EXISTS tn_events_handle ON tn_events (runtime_id, handle_id)""",
+    """CREATE INDEX IF NOT EXISTS tn_handles_state ON tn_handles (runtime_id, state, updated_at)""",
+    """CREATE INDEX IF NOT EXISTS tn_requests_open ON tn_requests (runtime_id, status, created_at)""",
     """CREATE TABLE IF NOT EXISTS tn_journal (
         runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL, serial INTEGER NOT NULL, segment INTEGER NOT NULL,
         kind TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL, status TEXT NOT NULL,
@@ -107,20 +111,52 @@ class SqlState:
         """Store-specific set-up inside the migration transaction."""
 
     def migrate(self) -> None:
-        """Create the tables, or refuse a store written by a newer version."""
+        """Create the tables, or refuse a store written by a newer version before anything
+        is written to it; a store of schema 1 is upgraded when it has no run in flight."""
         with self.transaction():
             self._prepare_migration()
-            for statement in _SCHEMA:
-                self.execute(statement.format(serial=self.serial_column))
+            self.execute(_SCHEMA[0])  # tn_meta: where the version is
             rows = self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'")
-            if not rows:
+            found = int(rows[0][0]) if rows else None
+            if found is not None and found > SCHEMA_VERSION:
+                raise ConfigError(
+                    f"the state store was written by a newer toolnexus (schema {found}; this one reads up to {SCHEMA_VERSION}): upgrade toolnexus"
+                )
+            for statement in _SCHEMA[1:]:
+                self.execute(statement.format(serial=self.serial_column))
+            if found is None:
                 self.execute("INSERT INTO tn_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                return
-        found = int(rows[0][0])
-        if found > SCHEMA_VERSION:
-            raise ConfigError(
-                f"the state store was written by a newer toolnexus (schema {found}; this one reads up to {SCHEMA_VERSION}): upgrade toolnexus"
-            )
+            elif found < SCHEMA_VERSION:
+                upgrade_from_1(self)
+                self.execute("UPDATE tn_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
+def upgrade_from_1(store: SqlState) -> None:
+    """Schema 1 to 2: handle bodies take the record's new shape (the running turn as one
+    value, a queued wake as one). A turn in flight cannot be carried over (its journal is
+    kept differently): such a store is refused, naming the handles to finish first."""
+    busy = store.execute("SELECT runtime_id, id FROM tn_handles WHERE state IN ('running', 'suspended')")
+    if busy:
+        names = ", ".join(f"{runtime_id}:{handle_id}" for runtime_id, handle_id in busy[:5])
+        raise ConfigError(
+            f"the state store has runs in flight from toolnexus 0.1.0 (schema 1: {names}{'...' if len(busy) > 5 else ''}):"
+            " finish or close them with that version, then open the store with this one"
+        )
+    for runtime_id, handle_id, body in store.execute("SELECT runtime_id, id, body FROM tn_handles"):
+        store.execute("UPDATE tn_handles SET body = ? WHERE runtime_id = ? AND id = ?", (json.dumps(_body_2(json.loads(body))), runtime_id, handle_id))
+    store.execute("DELETE FROM tn_journal")
+
+
+def _body_2(old: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 handle body (idle or closed) in the schema-2 shape."""
+    keep = ("name", "parent", "depth", "budget", "state", "spawned", "transitions", "turns", "tokens", "tool_calls", "pool_tool_calls",
+            "turn_serial", "result", "settled", "closing", "running_children", "wake_queue", "nonce")
+    body = {key: old[key] for key in keep if key in old}
+    body["inbox"] = [dict(zip(("sender", "channel", "text"), item)) for item in old.get("inbox", [])]
+    body["taken"] = [dict(zip(("sender", "channel", "text"), item)) for item in old.get("taken", [])]
+    body["task_keys"] = [[*entry, ""][:5] for entry in old.get("task_keys", [])]
+    body.update(suspension=None, wake=None, running=None, failed=None)
+    return body
 
 
 def joins_host_transaction(store: StateStore) -> bool:

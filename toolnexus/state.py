@@ -44,7 +44,8 @@ class SQLiteState(SqlState):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._watch = self._connect()
-        except sqlite3.Error as exc:
+            self._identity = _identity(self.path)
+        except (sqlite3.Error, OSError) as exc:
             raise StateError(f"cannot open the state file {self.path}: {exc}") from exc
         # guards: _conn and _depth. A leaf: held under handle locks, never calls back.
         self._lock = threading.RLock()
@@ -81,18 +82,33 @@ class SQLiteState(SqlState):
                 raise
             self._depth = 0
             try:
+                self._check_identity()
                 self._conn.execute("COMMIT")
+            except StateError:
+                self._rollback()
+                raise
             except sqlite3.Error as exc:
                 self._rollback()
                 raise StateError(f"commit to {self.path} failed: {exc}") from exc
+
+    def _check_identity(self) -> None:
+        """The file this store opened is still the one at its path: a state file deleted or
+        replaced while open would otherwise go on as a second, silent tree."""
+        try:
+            found = _identity(self.path)
+        except OSError:
+            found = None
+        if found != self._identity:
+            what = "deleted" if found is None else "replaced by another file"
+            raise StateError(f"the state file {self.path} was {what} while this runtime held it; nothing more is written to it")
 
     def _begin(self) -> None:
         for delay in (*self._BACKOFF, None):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+            except sqlite3.Error as exc:
+                if not isinstance(exc, sqlite3.OperationalError) or ("locked" not in str(exc) and "busy" not in str(exc)):
                     raise StateError(f"cannot write to {self.path}: {exc}") from exc
                 if delay is None:
                     raise StateError(f"{self.path} stayed locked by another process: {exc}") from exc
@@ -108,31 +124,41 @@ class SQLiteState(SqlState):
                 raise StateError(f"the state file {self.path} is closed")
             try:
                 return self._conn.execute(sql, tuple(params)).fetchall()
-            except sqlite3.OperationalError as exc:
+            except (sqlite3.Error, ValueError) as exc:  # ValueError: text sqlite3 cannot take (a lone surrogate)
                 raise StateError(f"{self.path}: {exc}") from exc
 
     def foreign_commits(self) -> int:
         """Changes whenever another connection (another process, or another store object)
         commits to the file; this connection's own commits leave it alone."""
         with self._lock:
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            try:
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise StateError(f"{self.path}: {exc}") from exc
 
     def wait_change(self, timeout: float) -> None:
         """Return when another connection committed, or after ``timeout``: polls
         ``PRAGMA data_version`` (SQLite has no notifications), 20 ms backing off to 250 ms."""
         deadline = time.monotonic() + timeout
-        with self._watch_lock:
-            before = self._watch.execute("PRAGMA data_version").fetchone()[0]
+        before = self._watched()
         delay = 0.02
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
             time.sleep(min(delay, remaining))  # polling backoff: SQLite has no cross-process notifications
-            with self._watch_lock:
-                if self._watch.execute("PRAGMA data_version").fetchone()[0] != before:
-                    return
+            if self._watched() != before:
+                return
             delay = min(delay * 2, 0.25)
+
+    def _watched(self) -> int | None:
+        """The watch connection's ``data_version``; ``None`` when the file cannot be read
+        (then a waiter only waits out its poll, and the next commit names the fault)."""
+        with self._watch_lock:
+            try:
+                return int(self._watch.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error:
+                return None
 
     def close(self) -> None:
         with self._lock:
@@ -142,6 +168,11 @@ class SQLiteState(SqlState):
             self._conn.close()
         with self._watch_lock:
             self._watch.close()
+
+
+def _identity(path: str) -> tuple[int, int]:
+    status = os.stat(path)
+    return status.st_dev, status.st_ino
 
 
 def open_state(state: Any) -> StateStore:

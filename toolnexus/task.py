@@ -12,9 +12,12 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Protocol
 
+import attrs
+
 from .agentdef import AgentDef
 from .data import AgentResult, Answer, HandleView, ToolResult
 from .errors import HandleClosed, SpawnError
+from .journal import RETRY_LATER
 from .handle import SUSPENDED, Handle
 from .tools import Tool, ToolContext, failure
 from .tree import HandleTree
@@ -48,6 +51,9 @@ class Team(Protocol):
 
     def close_child(self, child: Handle, *, force: bool) -> None:
         """Close a settled task child and its subtree."""
+
+    def retry(self, h: Handle | str) -> None:
+        """Admit a handle's failed last turn again, from its journal."""
 
 TASK_DESCRIPTION = "Delegate a subtask to an isolated subagent."
 
@@ -102,6 +108,8 @@ class Delegation:
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
         self._tree.event("reattach", child.id, parent=parent.id, state=self._team.inspect(child).state)
+        if _retryable(child):
+            self._team.retry(child)  # the parent's turn is tried again: so is the child's
         return child
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
@@ -110,6 +118,11 @@ class Delegation:
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
+        if result.status == "error" and _retryable(child):
+            # Kept open: when the parent's turn is tried again, this call reattaches and
+            # tries the child's turn again, so the call's result is not journaled.
+            output = result_as_tool_output(agent, result)
+            return attrs.evolve(output, metadata={**(output.metadata or {}), RETRY_LATER: True})
         if result.status != "pending":
             self._team.close_child(child, force=False)
         return result_as_tool_output(agent, result)
@@ -139,12 +152,13 @@ class Delegation:
             if job is not None:
                 self._dispatch(job)
 
-    def retire(self, handle: Handle, serial: int) -> None:
+    def retire(self, handle: Handle, serial: int, failed: bool) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
-        (its request was declined upstream) has its request cancelled and is closed."""
+        (its request was declined upstream) has its request cancelled and is closed, and
+        so is a failed one, unless the turn failed too (both may be tried again)."""
         for child in self.children(handle, serial):
             with child.lock:
-                waiting = child.record.state == SUSPENDED
+                waiting = child.record.state == SUSPENDED or (not failed and child.record.failed is not None and child.accepting)
             if waiting:
                 self._team.close_child(child, force=True)
 
@@ -242,3 +256,10 @@ def _ended_in_failure(child: Handle) -> bool:
         child.sync()
         record = child.record
         return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
+
+
+def _retryable(child: Handle) -> bool:
+    """Whether the child's last turn failed and kept its journal for a retry."""
+    with child.lock:
+        child.sync()
+        return child.record.failed is not None and not child.busy and child.accepting

@@ -60,13 +60,15 @@ class Waiter:
             handle.sync()
             if record.result is not None and not handle.busy:
                 return record.result
-            since = record.settled
+            since, lost = record.settled, handle.lost_count
         looked = -_LOOK_AGAIN_S  # when this thread last found no queued sibling to run
         while True:
             with handle.lock:
                 handle.sync()
                 if record.settled > since and record.result is not None:
                     return record.result
+                if handle.lost_count > lost and handle.lost is not None:
+                    return handle.lost  # its outcome could not be committed
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and runnable(handle) else None  # type: ignore[union-attr]
@@ -82,7 +84,7 @@ class Waiter:
                 looked = time.monotonic() if job is None else -_LOOK_AGAIN_S  # none queued: look again later
             if job is None:
                 with handle.lock:
-                    if record.settled > since or record.state == CLOSED or (run_here and runnable(handle)):
+                    if record.settled > since or handle.lost_count > lost or record.state == CLOSED or (run_here and runnable(handle)):
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
