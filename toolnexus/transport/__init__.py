@@ -1,0 +1,23 @@
+"""HTTP to the model endpoint: the only part of toolnexus that imports ``requests``.
+
+``exchange`` owns one whole exchange (deadline, cancellation, turn gate, retries, error
+names, secret scrubbing) and ``Transport``; ``direct`` and ``via_requests`` are its two
+routes, chosen once per transport; ``sessions`` holds the shared sessions, tracked
+adapters and per-URL preparation; ``failures`` names what went wrong.
+"""
+
+from .exchange import Transport
+from .failures import EXCERPT_CHARS, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
+from .sessions import CancellableAdapter, track_host_adapter
+
+__all__ = [
+    "EXCERPT_CHARS",
+    "RETRYABLE_STATUSES",
+    "CancellableAdapter",
+    "Transport",
+    "_retry_delay",
+    "describe_failure",
+    "public_url",
+    "retry_after_seconds",
+    "track_host_adapter",
+]

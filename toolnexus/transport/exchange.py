@@ -1,0 +1,279 @@
+"""One model exchange, from connect to last byte, with its retries.
+
+An exchange (connect, send, read the entire body) runs inside
+the run's cancellation scope, the turn gate and a total deadline; every failure of the
+HTTP stack leaves here as an ``LLMError`` naming the endpoint and the cause, with
+credentials shown as ``***``. Retries follow CONTRACT §8: 429/5xx and connection errors
+backoff with jitter, ``Retry-After`` in whole seconds up to
+``max_retry_after_s``, ``on_error`` overriding the decision; a timeout or a cancellation
+is never retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from .._cancel import CancelScope, TurnGate, set_current_scope
+from ..errors import Cancelled, LLMError, LLMTimeout
+from .base import OpenReply, Route
+from .direct import DirectRoute
+from .failures import EXCERPT_CHARS, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
+from .sessions import SHARED, LeaseKey, adapter_send_is_stock, prepare, track_host_adapter
+from .via_requests import RequestsRoute
+
+log = logging.getLogger("toolnexus")
+
+_MESSAGE_EXCERPT = 300
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder for every body
+#: What an attempt gives back: ``(retryable, value, error)``. Without an error, ``value``
+#: is the decoded reply; with one, the failed reply, if any (for its ``Retry-After``).
+Outcome = tuple[bool, Any, "LLMError | None"]
+
+
+class Transport:
+    """POSTs JSON bodies to one endpoint, with retries; shared by every thread of a client.
+
+    ``secrets`` are the credential values (the key, credential-like headers) that no
+    message, excerpt or log line may show. The route is chosen here, once: a host's
+    ``session`` goes through ``Session.send``; the library's own session goes straight to
+    its connection pool, unless a proxy applies or ``HTTPAdapter.send`` is replaced (by a
+    mocking or instrumentation library) at this moment, when it goes through the adapter.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        headers: dict[str, str],
+        secrets: tuple[str, ...] = (),
+        session: requests.Session | None = None,
+        retries: int = 2,
+        retry_base_ms: int = 500,
+        timeout_ms: int | None = None,
+        max_retry_after_s: float = 60,
+        on_error: Callable[[dict[str, Any]], str] | None = None,
+        pool_size: int = 10,
+    ) -> None:
+        self.url = url
+        self.public_url = public_url(url)
+        self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        self._retries = max(0, retries)
+        self._retry_base_ms = retry_base_ms
+        self._timeout = timeout_ms / 1000 if timeout_ms else None
+        self._max_retry_after = max_retry_after_s
+        self._on_error = on_error
+        self._lease: LeaseKey | None = None
+        self._route = self._choose_route(url, headers, session, pool_size)
+        #: The route every exchange of this transport takes: ``"direct"`` or ``"requests"``.
+        self.route = self._route.name
+        self._lock = threading.Lock()  # guards: _live, _closed
+        self._live: set[CancelScope] = set()
+        self._closed = False
+
+    def _choose_route(self, url: str, headers: dict[str, str], session: requests.Session | None, pool_size: int) -> Route:
+        if session is not None:
+            # A host's session keeps its hooks and cookies; its settings are the host's to
+            # change, so they are read for each transport.
+            adapter = session.get_adapter(url)
+            if isinstance(adapter, HTTPAdapter):
+                track_host_adapter(adapter)
+            return RequestsRoute(session, prepare(session, url, headers, owned=False))
+        self._lease, session = SHARED.lease(url, pool_size)
+        prepared = SHARED.prepared(self._lease, session, url, headers)
+        own: Any = session.get_adapter(url)  # our own session: no hooks, cookies or redirects
+        if prepared.direct_head is not None and adapter_send_is_stock() and hasattr(own, "get_connection_with_tls_context"):
+            return DirectRoute(functools.partial(SHARED.direct_pool, self._lease, own, prepared), prepared.direct_head)
+        return RequestsRoute(own, prepared)
+
+    def __repr__(self) -> str:
+        return f"Transport(url={self.public_url!r})"
+
+    def close(self) -> None:
+        """Cancel every exchange and backoff in flight; later calls fail at once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            live = list(self._live)
+        for scope in live:
+            scope.cancel()
+        if self._lease is not None:
+            SHARED.release(self._lease)
+
+    def keep_connections(self) -> tuple[LeaseKey, Callable[[], None]] | None:
+        """A hold on this endpoint's pooled connections that outlives ``close``, so that
+        the next client or runtime of the endpoint reuses them: ``(endpoint, release)``.
+        None for a host's session (the host keeps its connections itself)."""
+        with self._lock:
+            key = self._lease if not self._closed else None
+            if key is not None:
+                SHARED.lease_again(key)  # while this transport's own lease still holds
+        if key is None:
+            return None
+        return key, functools.partial(SHARED.release, key)
+
+    def scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def post_json(
+        self,
+        body: dict[str, Any],
+        *,
+        scope: CancelScope | None = None,
+        gate: TurnGate | None = None,
+        while_waiting: Callable[[], None] | None = None,
+    ) -> Any:
+        """POST ``body`` and return the decoded JSON reply, retrying what may be retried.
+        ``while_waiting`` is called once, when a request is out and its reply awaited.
+
+        Raises:
+            LLMError: the endpoint failed past the retries (``LLMTimeout`` past the deadline).
+            Cancelled: the scope was cancelled (interrupt, close) during any part of it.
+        """
+        return self._post(body, scope, gate, while_waiting)
+
+    def _post(self, body: dict[str, Any], scope: CancelScope | None, gate: TurnGate | None, while_waiting: Callable[[], None] | None) -> Any:
+        payload = _ENCODE(body).encode("utf-8")
+        scope = scope if scope is not None else CancelScope()
+        waiting = [while_waiting] if while_waiting is not None else []
+        with self._registered(scope):
+            attempt = 0
+            while True:
+                try:
+                    retryable, reply, error = self._attempt(payload, scope, gate, waiting)
+                except LLMTimeout as timeout:
+                    if self._on_error is not None:  # observed, but a timeout is never retried
+                        self._ask_on_error(timeout, None, attempt, False)
+                    raise
+                if error is None:
+                    return reply
+                if self._on_error is not None:
+                    retryable = self._ask_on_error(error, error.status, attempt, retryable)
+                if not retryable or attempt >= self._retries:
+                    raise error
+                delay = self._retry_delay(reply, attempt, error)
+                log.info("model call to %s failed (%s); retry %d of %d in %.2fs", self.public_url, error.cause, attempt + 1, self._retries, delay)
+                if scope.event.wait(delay):
+                    raise Cancelled("interrupted while waiting to retry the model call")
+                attempt += 1
+
+    def _retry_delay(self, reply: Any, attempt: int, error: LLMError) -> float:
+        """The wait before the next attempt; a ``Retry-After`` past ``max_retry_after_s``
+        fails the call at once instead of sleeping."""
+        headers = getattr(reply, "headers", None)
+        asked = retry_after_seconds(headers.get("Retry-After")) if headers is not None else None
+        if asked is not None and asked > self._max_retry_after:
+            cause = f"{error.cause}, Retry-After {asked:.0f}s exceeds max_retry_after_s={self._max_retry_after:g}"
+            raise self._error(cause, status=error.status, excerpt=error.body_excerpt)
+        return _retry_delay(reply, attempt, self._retry_base_ms)
+
+    @contextlib.contextmanager
+    def _registered(self, scope: CancelScope) -> Iterator[None]:
+        """Make the scope of one call known, so that ``close`` reaches it."""
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._live.add(scope)
+        if closed:
+            raise LLMError(self._message("the client is closed"), status=None, url=self.public_url, cause="the client is closed")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._live.discard(scope)
+
+    def _ask_on_error(self, error: LLMError, status: int | None, attempt: int, retryable: bool) -> bool:
+        info = {"error": str(error), "status": status, "attempt": attempt, "retryable": retryable}
+        try:
+            decision = self._on_error(info)  # type: ignore[misc]
+        except Exception:
+            log.debug("on_error raised; keeping the default decision", exc_info=True)
+            return retryable
+        if decision == "retry":
+            return True
+        if decision == "fail":
+            return False
+        return retryable
+
+    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None, waiting: list[Callable[[], None]]) -> Outcome:
+        """One exchange under the gate; raises what is never retried (a timeout, a
+        cancellation)."""
+        if scope.cancelled:
+            raise Cancelled("interrupted before the model call")
+        if gate is None:
+            return self._exchange(payload, scope, waiting)
+        with gate.held(scope):
+            return self._exchange(payload, scope, waiting)
+
+    def _exchange(self, payload: bytes, scope: CancelScope, waiting: list[Callable[[], None]]) -> Outcome:
+        deadline = time.monotonic() + self._timeout if self._timeout is not None else None
+        set_current_scope(scope)
+        reply: OpenReply | None = None
+        try:
+            try:
+                reply = self._route.open(payload, deadline, scope, waiting)
+                content = reply.read_all()
+                reply.done()
+                outcome = self._decode(reply, content)
+            except BaseException:
+                if reply is not None:
+                    reply.abort()
+                raise
+        except Cancelled:
+            raise
+        except Exception as exc:  # the HTTP stack's failures all become LLMError here
+            if scope.cancelled:
+                raise Cancelled("interrupted during the model call") from exc
+            return self._failed(exc, reply, deadline)
+        finally:
+            set_current_scope(None)
+            scope.detach_all()
+        if scope.cancelled:
+            raise Cancelled("interrupted during the model call")  # the reply came too late
+        return outcome
+
+    def _failed(self, exc: Exception, reply: OpenReply | None, deadline: float | None) -> Outcome:
+        """The outcome of an exchange the HTTP stack failed; raises ``LLMTimeout`` past
+        the deadline (never retried)."""
+        cause = describe_failure(exc)
+        if reply is not None and cause == "reply body cut short" and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower():
+            cause = "chunked reply body malformed or cut short"
+        excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
+        if cause == "timed out" and self._timeout is not None:
+            cause = f"timed out (timeout_ms={self._timeout * 1000:g}: no complete reply in time)"
+            raise LLMTimeout(self._message(cause), status=None, body_excerpt=excerpt, url=self.public_url, cause=cause) from exc
+        return True, None, self._error(cause, status=None, excerpt=excerpt)
+
+    def _decode(self, reply: OpenReply, content: bytes) -> Outcome:
+        status = reply.status
+        if 200 <= status < 300:
+            try:
+                return False, json.loads(content), None
+            except ValueError:
+                # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
+                return False, None, self._error(f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content))
+        return status in RETRYABLE_STATUSES, reply, self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content))
+
+    def excerpt(self, content: bytes | str | None) -> str:
+        text = content.decode("utf-8", "replace") if isinstance(content, bytes) else (content or "")
+        return self.scrub(text[: EXCERPT_CHARS * 2])[:EXCERPT_CHARS]
+
+    def _message(self, cause: str) -> str:
+        return f"model call to {self.public_url} failed: {cause}"
+
+    def _error(self, cause: str, *, status: int | None, excerpt: str) -> LLMError:
+        message = self._message(cause)
+        if excerpt and status is not None:
+            message = f"{message}: {' '.join(excerpt.split())[:_MESSAGE_EXCERPT]}"
+        return LLMError(message, status=status, body_excerpt=excerpt, url=self.public_url, cause=cause)

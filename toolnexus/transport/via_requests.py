@@ -1,0 +1,82 @@
+"""The ``requests`` route: through ``Session.send`` (a host's session, with its hooks,
+cookies and adapters) or ``HTTPAdapter.send`` (the library's own session when a proxy
+applies, or when ``HTTPAdapter.send`` was replaced by a mocking or instrumentation library
+at the time the transport was built).
+
+The body is read inside the exchange, each read waiting only for the time left.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any, Callable
+
+import requests
+
+from .._cancel import CancelScope
+from .base import READ_SIZE, remaining
+from .failures import check_framing
+from .sessions import Prepared
+
+
+class RequestsReply:
+    """A reply read from a urllib3 response."""
+
+    __slots__ = ("status", "headers", "_raw", "_sock", "_deadline")
+
+    def __init__(self, raw: Any, deadline: float | None) -> None:
+        self.status: int = raw.status
+        self.headers = raw.headers
+        self._raw = raw
+        self._sock: socket.socket | None = getattr(getattr(raw, "_connection", None), "sock", None)
+        self._deadline = deadline
+
+    def read_all(self) -> bytes:
+        raw = self._raw
+        if self._deadline is None:
+            return bytes(raw.read(decode_content=True))
+        parts: list[bytes] = []
+        while True:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the reply body did not complete before the deadline")
+            if self._sock is not None:
+                self._sock.settimeout(left)
+            chunk = raw.read1(READ_SIZE, decode_content=True)
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
+
+    def done(self) -> None:
+        self._raw.release_conn()
+
+    def abort(self) -> None:
+        self._raw.close()
+        self._raw.release_conn()
+
+
+class RequestsRoute:
+    """Requests through ``target.send``: a host's ``Session`` or the library's adapter
+    (looked up on each call, so a mock that is later stopped is no longer used)."""
+
+    name = "requests"
+
+    def __init__(self, target: Any, prepared: Prepared) -> None:
+        self._target = target
+        self._prepared = prepared
+
+    def open(self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: list[Callable[[], None]]) -> RequestsReply:
+        request = self._prepared.template.copy()
+        request.body = payload
+        request.headers["Content-Length"] = str(len(payload))
+        response: requests.Response | None = None
+        try:
+            response = self._target.send(request, timeout=remaining(deadline), **self._prepared.send_kwargs)
+            check_framing(response.raw.headers)
+            return RequestsReply(response.raw, deadline)
+        except BaseException:
+            if response is not None:
+                response.raw.close()
+                response.raw.release_conn()
+            raise
