@@ -181,6 +181,25 @@ def test_a_dripping_body_cannot_outlast_timeout_ms(servers, via):
         assert time.monotonic() - begun < 0.4 + PROMPT
 
 
+def test_reply_headers_that_drip_cannot_outlast_timeout_ms(servers, via):
+    def script(ex):
+        body = completion("late")
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: {'x' * 200}\r\nContent-Length: {len(body)}\r\n\r\n"
+        for byte in head.encode():
+            if ex.server.closing.wait(0.05):  # about 12 s in all
+                return
+            ex.send(bytes([byte]))
+        ex.send(body)
+
+    server = servers(script)
+    with Client(base_url=server.base_url, model="m", timeout_ms=400, retries=2, **via) as client:
+        begun = time.monotonic()
+        with pytest.raises(LLMTimeout):
+            run_in_thread(lambda: client.run("go"), HANG)
+        assert time.monotonic() - begun < 0.4 + PROMPT
+    assert server.requests == 1
+
+
 def test_without_timeout_ms_a_dripping_body_still_arrives_whole(servers, via):
     body = completion("slow")
     server = servers(lambda ex: drip(ex, body, every=0.001))

@@ -247,7 +247,9 @@ class Transport:
         """The outcome of an exchange the HTTP stack failed; raises ``LLMTimeout`` past
         the deadline (never retried)."""
         cause = describe_failure(exc)
-        if reply is not None and cause == "reply body cut short" and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower():
+        if deadline is not None and time.monotonic() >= deadline:
+            cause = "timed out"  # the deadline passed (and may have closed the connection)
+        elif reply is not None and cause == "reply body cut short" and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower():
             cause = "chunked reply body malformed or cut short"
         excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
         if cause == "timed out" and self._timeout is not None:

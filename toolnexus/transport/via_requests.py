@@ -3,12 +3,15 @@ cookies and adapters) or ``HTTPAdapter.send`` (the library's own session when a 
 applies, or when ``HTTPAdapter.send`` was replaced by a mocking or instrumentation library
 at the time the transport was built).
 
-The body is read inside the exchange, each read waiting only for the time left.
+The body is read inside the exchange, each read waiting only for the time left; the
+status line and headers are read inside urllib3, where no single read can be bounded that
+way, so with a deadline a timer shuts the exchange's connection down when it passes.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from typing import Any, Callable
 
@@ -20,17 +23,36 @@ from .failures import check_framing
 from .sessions import Prepared
 
 
+class _Deadline:
+    """Shuts the scope's connections down when ``deadline`` passes, unless stopped first."""
+
+    __slots__ = ("_timer",)
+
+    def __init__(self, deadline: float, scope: CancelScope) -> None:
+        self._timer: threading.Timer | None = threading.Timer(max(0.0, deadline - time.monotonic()), scope.sever)
+        self._timer.name = "toolnexus-deadline"
+        self._timer.daemon = True
+        self._timer.start()
+
+    def stop(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
+
+
 class RequestsReply:
     """A reply read from a urllib3 response."""
 
-    __slots__ = ("status", "headers", "_raw", "_sock", "_deadline")
+    __slots__ = ("status", "headers", "_raw", "_sock", "_deadline", "_watch")
 
-    def __init__(self, raw: Any, deadline: float | None) -> None:
+    def __init__(self, raw: Any, deadline: float | None, watch: _Deadline | None) -> None:
         self.status: int = raw.status
         self.headers = raw.headers
         self._raw = raw
         self._sock: socket.socket | None = getattr(getattr(raw, "_connection", None), "sock", None)
         self._deadline = deadline
+        self._watch = watch
 
     def read_all(self) -> bytes:
         raw = self._raw
@@ -49,11 +71,17 @@ class RequestsReply:
             parts.append(chunk)
 
     def done(self) -> None:
+        self._stop()
         self._raw.release_conn()
 
     def abort(self) -> None:
+        self._stop()
         self._raw.close()
         self._raw.release_conn()
+
+    def _stop(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
 
 
 class RequestsRoute:
@@ -70,12 +98,15 @@ class RequestsRoute:
         request = self._prepared.template.copy()
         request.body = payload
         request.headers["Content-Length"] = str(len(payload))
+        watch = _Deadline(deadline, scope) if deadline is not None else None
         response: requests.Response | None = None
         try:
             response = self._target.send(request, timeout=remaining(deadline), **self._prepared.send_kwargs)
             check_framing(response.raw.headers)
-            return RequestsReply(response.raw, deadline)
+            return RequestsReply(response.raw, deadline, watch)
         except BaseException:
+            if watch is not None:
+                watch.stop()
             if response is not None:
                 response.raw.close()
                 response.raw.release_conn()
