@@ -244,16 +244,17 @@ class Transport:
         return outcome
 
     def _failed(self, exc: Exception, reply: OpenReply | None, deadline: float | None) -> Outcome:
-        """The outcome of an exchange the HTTP stack failed; raises ``LLMTimeout`` past
-        the deadline (never retried)."""
+        """The outcome of an exchange the HTTP stack failed; raises ``LLMTimeout`` for a
+        timeout (never retried), whatever raised it."""
         cause = describe_failure(exc)
         if deadline is not None and time.monotonic() >= deadline:
             cause = "timed out"  # the deadline passed (and may have closed the connection)
         elif reply is not None and cause == "reply body cut short" and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower():
             cause = "chunked reply body malformed or cut short"
         excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
-        if cause == "timed out" and self._timeout is not None:
-            cause = f"timed out (timeout_ms={self._timeout * 1000:g}: no complete reply in time)"
+        if cause == "timed out":
+            if self._timeout is not None:
+                cause = f"timed out (timeout_ms={self._timeout * 1000:g}: no complete reply in time)"
             raise LLMTimeout(self._message(cause), status=None, body_excerpt=excerpt, url=self.public_url, cause=cause) from exc
         return True, None, self._error(cause, status=None, excerpt=excerpt)
 
