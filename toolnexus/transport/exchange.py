@@ -26,7 +26,7 @@ from .._cancel import CancelScope, TurnGate, set_current_scope
 from ..errors import Cancelled, LLMError, LLMTimeout
 from .base import OpenReply, Route
 from .direct import DirectRoute
-from .failures import EXCERPT_CHARS, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
+from .failures import EXCERPT_CHARS, REFUSED_HINT, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
 from .sessions import SHARED, LeaseKey, adapter_send_is_stock, prepare, track_host_adapter
 from .via_requests import RequestsRoute
 
@@ -273,6 +273,8 @@ class Transport:
         return self.scrub(text[: EXCERPT_CHARS * 2])[:EXCERPT_CHARS]
 
     def _message(self, cause: str) -> str:
+        if cause == "connection refused":
+            return f"model call to {self.public_url} failed: {cause} ({REFUSED_HINT})"
         return f"model call to {self.public_url} failed: {cause}"
 
     def _error(self, cause: str, *, status: int | None, excerpt: str) -> LLMError:

@@ -22,6 +22,9 @@ RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 EXCERPT_CHARS = 1000  # enough for a provider's whole error object, cause included
 _URLS_KEPT = 64
 
+#: Said after ``connection refused``: what a user who meets it first usually needs.
+REFUSED_HINT = "is a model server listening there? pass base_url=... to reach another, or generate= for an in-process model"
+
 
 class MalformedReply(http.client.HTTPException):
     """The reply does not parse as HTTP/1.x (a ``Content-Length`` that is not one number...)."""
