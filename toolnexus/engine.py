@@ -6,8 +6,9 @@ an ``LLMError``/``Cancelled``. ``HttpEngine`` speaks a wire style to an HTTP end
 ``InProcessEngine`` calls a ``generate`` function. ``ConnectionOptions`` is the one value
 that carries every connection option from ``Client``/``Runtime`` to ``build_engine``.
 
-A wire style is a module that satisfies ``WireStyle``; registering it in
-``toolnexus.styles`` is all a new style needs, and mypy checks it against this protocol.
+A wire style is a module that satisfies ``WireStyle`` (defined in ``toolnexus.styles``,
+and importable from here too); registering it there is all a new style needs, and mypy
+checks it against that protocol.
 """
 
 from __future__ import annotations
@@ -15,49 +16,24 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import attrs
 
 from ._cancel import CancelScope, TurnGate
-from .data import ModelReply, ToolCall, ToolResult
+from .data import ModelReply
 from .errors import Cancelled, ConfigError, LLMError, WireError
+from .styles import WireStyle as WireStyle  # also importable from here, as before
 from .styles import get_style
 from .wire import check_json
 
 if TYPE_CHECKING:
     import requests
 
-    from .toolkit import Toolkit
     from .transport import Transport
 
 REFUSED_PARAMS = ("messages", "tools", "stream")
 _CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|api-key)$|key|token|secret", re.IGNORECASE)
-
-
-class WireStyle(Protocol):
-    """The functions every wire-style module provides (pure: no HTTP)."""
-
-    path: str
-
-    def endpoint(self, base_url: str) -> str: ...
-    def headers(self, api_key: str | None) -> dict[str, str]: ...
-    def system_messages(self, system: str | None) -> list[dict[str, Any]]: ...
-    def user_message(self, text: str) -> dict[str, Any]: ...
-    def tools_payload(self, toolkit: Toolkit) -> list[dict[str, Any]]: ...
-    def build_body(
-        self,
-        model: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        system: str | None,
-        request_params: dict[str, Any] | None,
-    ) -> dict[str, Any]: ...
-    def parse_reply(self, data: Any) -> ModelReply: ...
-    def tool_calls_of(self, message: dict[str, Any]) -> list[ToolCall]: ...
-    def tool_result_messages(self, results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]: ...
-    def tool_results_in(self, messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]: ...
-    def answer_every_call(self, messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]: ...
 
 
 @attrs.frozen(kw_only=True)
