@@ -21,17 +21,6 @@ from toolnexus.errors import Cancelled, LLMTimeout
 PROMPT = 1.0  # "promptly": generous for a loaded 2-core machine, far below any stall
 
 
-@pytest.fixture(params=["own session", "host session"])
-def via(request):
-    """Connection options: the client's own session, or one the host supplies."""
-    if request.param == "own session":
-        yield {}
-        return
-    session = requests.Session()
-    yield {"session": session}
-    session.close()
-
-
 class RecordingTool:
     """A tool that records whether it ever ran."""
 

@@ -9,23 +9,11 @@ from __future__ import annotations
 import socket
 
 import pytest
-import requests
 
 from _helpers import HANG
 from _rawserver import completion
 from conftest import run_in_thread
 from toolnexus import Client, LLMError
-
-
-@pytest.fixture(params=["own session", "host session"])
-def via(request):
-    """Connection options: the client's own session, or one the host supplies."""
-    if request.param == "own session":
-        yield {}
-        return
-    session = requests.Session()
-    yield {"session": session}
-    session.close()
 
 
 def route_of(client):

@@ -1,10 +1,10 @@
 """One model exchange, from connect to last byte, with its retries.
 
-An exchange (connect, send, read the entire body) runs inside
+An exchange (connect, send, read the entire body, or the entire event stream) runs inside
 the run's cancellation scope, the turn gate and a total deadline; every failure of the
 HTTP stack leaves here as an ``LLMError`` naming the endpoint and the cause, with
 credentials shown as ``***``. Retries follow CONTRACT §8: 429/5xx and connection errors
-backoff with jitter, ``Retry-After`` in whole seconds up to
+(a stream cut short is one), backoff with jitter, ``Retry-After`` in whole seconds up to
 ``max_retry_after_s``, ``on_error`` overriding the decision; a timeout or a cancellation
 is never retried.
 """
@@ -23,10 +23,11 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from .._cancel import CancelScope, TurnGate, set_current_scope
-from ..errors import Cancelled, LLMError, LLMTimeout
+from .._sse import SSEDecoder, SSEEvent
+from ..errors import Cancelled, LLMError, LLMTimeout, StreamEventError, WireError
 from .base import OpenReply, Route
 from .direct import DirectRoute
-from .failures import EXCERPT_CHARS, REFUSED_HINT, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
+from .failures import CUT_SHORT, EXCERPT_CHARS, MALFORMED_EVENT, REFUSED_HINT, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
 from .sessions import SHARED, LeaseKey, adapter_send_is_stock, prepare, track_host_adapter
 from .via_requests import RequestsRoute
 
@@ -34,9 +35,25 @@ log = logging.getLogger("toolnexus")
 
 _MESSAGE_EXCERPT = 300
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode  # one encoder for every body
+#: After a stream's end marker the body should end at once; a server that keeps it open
+#: longer has its connection closed instead of holding the turn.
+_AFTER_END_S = 1.0
+
+#: Feeds one decoded event to whoever reads the stream; True once the stream's end
+#: marker came. Raises ``WireError`` for an event it cannot read.
+EventFeed = Callable[[SSEEvent], bool]
 #: What an attempt gives back: ``(retryable, value, error)``. Without an error, ``value``
-#: is the decoded reply; with one, the failed reply, if any (for its ``Retry-After``).
+#: is what ``_post`` returns, ``(streamed, data)``; with one, whether it may be retried and
+#: the failed reply, if any (for its ``Retry-After``).
 Outcome = tuple[bool, Any, "LLMError | None"]
+
+
+class _FromFeed(Exception):
+    """Carries what the event consumer raised past the HTTP error handling, unchanged."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class Transport:
@@ -133,17 +150,51 @@ class Transport:
         scope: CancelScope | None = None,
         gate: TurnGate | None = None,
         while_waiting: Callable[[], None] | None = None,
+        on_retry: Callable[[int, str], None] | None = None,
     ) -> Any:
         """POST ``body`` and return the decoded JSON reply, retrying what may be retried.
-        ``while_waiting`` is called once, when a request is out and its reply awaited.
+        ``while_waiting`` is called once, when a request is out and its reply awaited;
+        ``on_retry(attempt, cause)`` before each retry (``attempt`` 1 for the first).
 
         Raises:
             LLMError: the endpoint failed past the retries (``LLMTimeout`` past the deadline).
             Cancelled: the scope was cancelled (interrupt, close) during any part of it.
         """
-        return self._post(body, scope, gate, while_waiting)
+        return self._post(body, None, scope, gate, while_waiting, on_retry)[1]
 
-    def _post(self, body: dict[str, Any], scope: CancelScope | None, gate: TurnGate | None, while_waiting: Callable[[], None] | None) -> Any:
+    def post_stream(
+        self,
+        body: dict[str, Any],
+        *,
+        begin: Callable[[], EventFeed],
+        scope: CancelScope | None = None,
+        gate: TurnGate | None = None,
+        while_waiting: Callable[[], None] | None = None,
+        on_retry: Callable[[int, str], None] | None = None,
+    ) -> tuple[bool, Any]:
+        """POST ``body`` (a request for a streamed reply) and feed the reply's events, as
+        each is decoded, to the feed ``begin()`` makes for each attempt. Returns ``(True,
+        None)`` once a stream was read to its end marker, or ``(False, data)`` when the
+        server sent a plain JSON reply instead. The same rules as ``post_json`` apply; a
+        stream that ends before its end marker is a connection error (``stream cut
+        short``), an event the feed refuses is ``malformed stream event`` (final, as a 2xx
+        reply that is not JSON is, unless ``on_error`` says to retry).
+
+        Raises:
+            LLMError, Cancelled: as ``post_json``; what the feed raises (other than
+            ``WireError``) passes through unchanged.
+        """
+        return self._post(body, begin, scope, gate, while_waiting, on_retry)
+
+    def _post(
+        self,
+        body: dict[str, Any],
+        begin: Callable[[], EventFeed] | None,
+        scope: CancelScope | None,
+        gate: TurnGate | None,
+        while_waiting: Callable[[], None] | None,
+        on_retry: Callable[[int, str], None] | None,
+    ) -> tuple[bool, Any]:
         payload = _ENCODE(body).encode("utf-8")
         scope = scope if scope is not None else CancelScope()
         waiting = [while_waiting] if while_waiting is not None else []
@@ -151,19 +202,22 @@ class Transport:
             attempt = 0
             while True:
                 try:
-                    retryable, reply, error = self._attempt(payload, scope, gate, waiting)
+                    retryable, reply, error = self._attempt(payload, scope, gate, waiting, begin)
                 except LLMTimeout as timeout:
                     if self._on_error is not None:  # observed, but a timeout is never retried
                         self._ask_on_error(timeout, None, attempt, False)
                     raise
                 if error is None:
-                    return reply
+                    done: tuple[bool, Any] = reply
+                    return done
                 if self._on_error is not None:
                     retryable = self._ask_on_error(error, error.status, attempt, retryable)
                 if not retryable or attempt >= self._retries:
                     raise error
                 delay = self._retry_delay(reply, attempt, error)
                 log.info("model call to %s failed (%s); retry %d of %d in %.2fs", self.public_url, error.cause, attempt + 1, self._retries, delay)
+                if on_retry is not None:
+                    on_retry(attempt + 1, error.cause)
                 if scope.event.wait(delay):
                     raise Cancelled("interrupted while waiting to retry the model call")
                 attempt += 1
@@ -206,49 +260,105 @@ class Transport:
             return False
         return retryable
 
-    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None, waiting: list[Callable[[], None]]) -> Outcome:
+    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None, waiting: list[Callable[[], None]], begin: Callable[[], EventFeed] | None) -> Outcome:
         """One exchange under the gate; raises what is never retried (a timeout, a
         cancellation)."""
         if scope.cancelled:
             raise Cancelled("interrupted before the model call")
         if gate is None:
-            return self._exchange(payload, scope, waiting)
+            return self._exchange(payload, scope, waiting, begin)
         with gate.held(scope):
-            return self._exchange(payload, scope, waiting)
+            return self._exchange(payload, scope, waiting, begin)
 
-    def _exchange(self, payload: bytes, scope: CancelScope, waiting: list[Callable[[], None]]) -> Outcome:
+    def _exchange(self, payload: bytes, scope: CancelScope, waiting: list[Callable[[], None]], begin: Callable[[], EventFeed] | None) -> Outcome:
         deadline = time.monotonic() + self._timeout if self._timeout is not None else None
         set_current_scope(scope)
         reply: OpenReply | None = None
+        streamed = False
+        consumer_error: Exception | None = None
         try:
             try:
-                reply = self._route.open(payload, deadline, scope, waiting)
-                content = reply.read_all()
-                reply.done()
-                outcome = self._decode(reply, content)
+                reply = self._route.open(payload, deadline, scope, waiting, begin is not None)
+                streamed = begin is not None and 200 <= reply.status < 300 and "json" not in (reply.headers.get("Content-Type") or "").lower()
+                if streamed:
+                    assert begin is not None
+                    outcome = self._read_stream(reply, begin(), deadline)
+                else:
+                    content = reply.read_all()
+                    reply.done()
+                    outcome = self._decode(reply, content)
             except BaseException:
                 if reply is not None:
                     reply.abort()
                 raise
         except Cancelled:
             raise
+        except _FromFeed as passed:
+            consumer_error = passed.error
         except Exception as exc:  # the HTTP stack's failures all become LLMError here
             if scope.cancelled:
                 raise Cancelled("interrupted during the model call") from exc
-            return self._failed(exc, reply, deadline)
+            return self._failed(exc, reply, deadline, streamed)
         finally:
             set_current_scope(None)
             scope.detach_all()
+        if consumer_error is not None:
+            raise consumer_error  # as it was raised: not an HTTP failure
         if scope.cancelled:
             raise Cancelled("interrupted during the model call")  # the reply came too late
         return outcome
 
-    def _failed(self, exc: Exception, reply: OpenReply | None, deadline: float | None) -> Outcome:
+    def _read_stream(self, reply: OpenReply, feed: EventFeed, deadline: float | None) -> Outcome:
+        """Feed every event of the body as it arrives, up to the end marker; then the body
+        should end (it is given ``_AFTER_END_S`` at most)."""
+        decoder = SSEDecoder()
+        finished = False
+        until = deadline
+        event: SSEEvent | None = None
+        while True:
+            try:
+                chunk = reply.read_some(until)
+            except Exception:
+                if not finished:
+                    raise
+                reply.abort()  # the reply is whole: only its connection is lost
+                return True, (True, None), None
+            if not chunk:
+                break
+            try:
+                for event in decoder.feed(chunk):
+                    if not finished and feed(event):
+                        finished = True
+                        until = time.monotonic() + _AFTER_END_S if deadline is None else min(deadline, time.monotonic() + _AFTER_END_S)
+            except WireError as exc:
+                reply.abort()
+                return self._refused(exc, event)
+            except Exception as exc:
+                raise _FromFeed(exc) from exc
+            if finished and until is not None and time.monotonic() >= until:
+                reply.abort()
+                return True, (True, None), None
+        decoder.close()
+        reply.done()
+        if not finished:
+            return True, None, self._error(CUT_SHORT, status=None, excerpt="the reply ended before the stream's end marker")
+        return True, (True, None), None
+
+    def _refused(self, exc: WireError, event: SSEEvent | None) -> Outcome:
+        excerpt = self.excerpt(event.data if event is not None else "")
+        if isinstance(exc, StreamEventError):
+            cause = f"error event in the stream: {self.scrub(str(exc))}"
+            return exc.retryable, None, self._error(cause, status=200, excerpt=excerpt)
+        return False, None, self._error(f"{MALFORMED_EVENT}: {self.scrub(str(exc))}", status=200, excerpt=excerpt)
+
+    def _failed(self, exc: Exception, reply: OpenReply | None, deadline: float | None, streamed: bool) -> Outcome:
         """The outcome of an exchange the HTTP stack failed; raises ``LLMTimeout`` for a
         timeout (never retried), whatever raised it."""
         cause = describe_failure(exc)
         if deadline is not None and time.monotonic() >= deadline:
             cause = "timed out"  # the deadline passed (and may have closed the connection)
+        elif streamed and cause != "timed out":
+            cause = CUT_SHORT
         elif reply is not None and cause == "reply body cut short" and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower():
             cause = "chunked reply body malformed or cut short"
         excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
@@ -262,7 +372,7 @@ class Transport:
         status = reply.status
         if 200 <= status < 300:
             try:
-                return False, json.loads(content), None
+                return False, (False, json.loads(content)), None
             except ValueError:
                 # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
                 return False, None, self._error(f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content))

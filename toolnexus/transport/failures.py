@@ -25,6 +25,11 @@ _URLS_KEPT = 64
 #: Said after ``connection refused``: what a user who meets it first usually needs.
 REFUSED_HINT = "is a model server listening there? pass base_url=... to reach another, or generate= for an in-process model"
 
+#: The cause of a streamed reply that ended before its end marker.
+CUT_SHORT = "stream cut short"
+#: The cause of an event a wire style could not read.
+MALFORMED_EVENT = "malformed stream event"
+
 
 class MalformedReply(http.client.HTTPException):
     """The reply does not parse as HTTP/1.x (a ``Content-Length`` that is not one number...)."""

@@ -60,15 +60,19 @@ class RequestsReply:
             return bytes(raw.read(decode_content=True))
         parts: list[bytes] = []
         while True:
-            left = self._deadline - time.monotonic()
+            chunk = self.read_some(self._deadline)
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
+
+    def read_some(self, until: float | None) -> bytes:
+        if until is not None:
+            left = until - time.monotonic()
             if left <= 0:
                 raise TimeoutError("the reply body did not complete before the deadline")
             if self._sock is not None:
                 self._sock.settimeout(left)
-            chunk = raw.read1(READ_SIZE, decode_content=True)
-            if not chunk:
-                return b"".join(parts)
-            parts.append(chunk)
+        return bytes(self._raw.read1(READ_SIZE, decode_content=True))
 
     def done(self) -> None:
         self._stop()
@@ -94,7 +98,7 @@ class RequestsRoute:
         self._target = target
         self._prepared = prepared
 
-    def open(self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: list[Callable[[], None]]) -> RequestsReply:
+    def open(self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: list[Callable[[], None]], stream: bool) -> RequestsReply:
         request = self._prepared.template.copy()
         request.body = payload
         request.headers["Content-Length"] = str(len(payload))
