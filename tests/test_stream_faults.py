@@ -199,10 +199,25 @@ def test_a_malformed_stream_event_is_an_llm_error_not_retried(servers, via, even
     server = servers(script)
     asked = Asked(engine_for(server, via, retries=2), True)
     error = failure_of(asked)
-    assert error.cause.startswith("malformed stream event")
+    assert error.cause == "malformed stream event"
     assert error.status == 200
+    assert f"{server.base_url}/chat/completions" in str(error)
     assert server.requests == 1
     assert asked.texts == ["fine"]
+
+
+def test_a_key_echoed_in_a_broken_stream_event_is_shown_as_stars(servers, via):
+    key = "sk-stream-secret-0123456789"
+
+    def script(ex):
+        ex.stream_head()
+        ex.chunk(f"data: {{oops, you sent {key}\n\n".encode())
+        ex.chunk(b"")
+
+    server = servers(script)
+    error = failure_of(Asked(engine_for(server, via, api_key=key), True))
+    assert "***" in error.body_excerpt
+    assert key not in str(error) and key not in error.body_excerpt and key not in repr(error)
 
 
 def test_on_error_may_retry_a_malformed_stream_event(servers, via):
@@ -217,7 +232,7 @@ def test_on_error_may_retry_a_malformed_stream_event(servers, via):
     server = servers(script)
     asked = Asked(engine_for(server, via, retries=1, on_error=lambda info: "retry"), True)
     assert run_in_thread(asked.run, HANG).text == "second"
-    assert [cause.startswith("malformed stream event") for _, cause in asked.retries] == [True]
+    assert asked.retries == [(1, "malformed stream event")]
 
 
 # --- error statuses before the reply ------------------------------------------------------------------
@@ -273,7 +288,7 @@ def test_interrupt_inside_the_reply_ends_the_call_at_once_and_closes_the_connect
     asked.scope.cancel()
     thread.join(HANG)
     assert "cancelled" in outcome
-    assert time.monotonic() - cancelled_at < PROMPT
+    assert time.monotonic() - cancelled_at < 0.1  # §13: the connection closes within 100 ms
     server.release.set()  # the server goes back to reading its connection, and finds it closed
     assert server.an_end.wait(PROMPT)
 

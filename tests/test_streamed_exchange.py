@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+import responses
 
 from _calls import Asked, engine_for, one_slot
 from _helpers import HANG
@@ -98,7 +99,7 @@ def test_an_error_event_that_reports_an_overloaded_server_is_retried(servers):
     engine = build_engine(ConnectionOptions(base_url=server.base_url, style="anthropic", retries=1, retry_base_ms=1))
     asked = Asked(engine, True)
     assert run_in_thread(asked.run, HANG).text == "whole"
-    assert asked.log == [("text", "par"), ("retry", 1, "error event in the stream: overloaded_error: Overloaded"), ("text", "whole")]
+    assert asked.log == [("text", "par"), ("retry", 1, "error event in the stream"), ("text", "whole")]
 
 
 def test_an_error_event_that_reports_a_bad_request_is_final(servers):
@@ -106,7 +107,8 @@ def test_an_error_event_that_reports_a_bad_request_is_final(servers):
     engine = build_engine(ConnectionOptions(base_url=server.base_url, style="anthropic", retries=2, retry_base_ms=1))
     with pytest.raises(LLMError) as caught:
         run_in_thread(Asked(engine, True).run, HANG)
-    assert caught.value.cause == "error event in the stream: invalid_request_error: bad"
+    assert caught.value.cause == "error event in the stream"
+    assert "invalid_request_error: bad" in str(caught.value)
     assert server.requests == 1
 
 
@@ -166,6 +168,16 @@ def test_a_gzip_encoded_stream_is_decoded_as_it_arrives(servers, via):
     asked = Asked(engine_for(server, via), True)
     assert run_in_thread(asked.run, HANG).text == "packed stream"
     assert asked.texts == ["packed", " stream"]
+
+
+@responses.activate
+def test_a_streamed_reply_scripted_with_a_requests_mock_is_read_like_any_other():
+    responses.post("https://llm.test/v1/chat/completions", body=b"".join(openai_chunks(["mo", "cked"])), content_type="text/event-stream")
+    engine = build_engine(ConnectionOptions(base_url="https://llm.test/v1", retries=0))
+    asked = Asked(engine, True)
+    assert asked.run().text == "mocked"
+    assert asked.texts == ["mo", "cked"]
+    assert json.loads(responses.calls[0].request.body)["stream"] is True
 
 
 # --- the in-process model ------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from .._sse import SSEDecoder, SSEEvent
 from ..errors import Cancelled, LLMError, LLMTimeout, StreamEventError, WireError
 from .base import OpenReply, Route
 from .direct import DirectRoute
-from .failures import CUT_SHORT, EXCERPT_CHARS, MALFORMED_EVENT, REFUSED_HINT, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
+from .failures import CUT_SHORT, ERROR_EVENT, EXCERPT_CHARS, MALFORMED_EVENT, REFUSED_HINT, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
 from .sessions import SHARED, LeaseKey, adapter_send_is_stock, prepare, track_host_adapter
 from .via_requests import RequestsRoute
 
@@ -345,11 +345,13 @@ class Transport:
         return True, (True, None), None
 
     def _refused(self, exc: WireError, event: SSEEvent | None) -> Outcome:
+        """An event the feed refused: malformed (final, as a 2xx reply that is not JSON
+        is), or an error the server sent in the stream (retried when its kind says so)."""
         excerpt = self.excerpt(event.data if event is not None else "")
+        detail = self.scrub(str(exc))
         if isinstance(exc, StreamEventError):
-            cause = f"error event in the stream: {self.scrub(str(exc))}"
-            return exc.retryable, None, self._error(cause, status=200, excerpt=excerpt)
-        return False, None, self._error(f"{MALFORMED_EVENT}: {self.scrub(str(exc))}", status=200, excerpt=excerpt)
+            return exc.retryable, None, self._error(ERROR_EVENT, status=200, excerpt=excerpt, detail=detail)
+        return False, None, self._error(MALFORMED_EVENT, status=200, excerpt=excerpt, detail=detail)
 
     def _failed(self, exc: Exception, reply: OpenReply | None, deadline: float | None, streamed: bool) -> Outcome:
         """The outcome of an exchange the HTTP stack failed; raises ``LLMTimeout`` for a
@@ -387,8 +389,10 @@ class Transport:
             return f"model call to {self.public_url} failed: {cause} ({REFUSED_HINT})"
         return f"model call to {self.public_url} failed: {cause}"
 
-    def _error(self, cause: str, *, status: int | None, excerpt: str) -> LLMError:
+    def _error(self, cause: str, *, status: int | None, excerpt: str, detail: str = "") -> LLMError:
         message = self._message(cause)
+        if detail:
+            message = f"{message} ({detail})"
         if excerpt and status is not None:
             message = f"{message}: {' '.join(excerpt.split())[:_MESSAGE_EXCERPT]}"
         return LLMError(message, status=status, body_excerpt=excerpt, url=self.public_url, cause=cause)

@@ -27,8 +27,10 @@ REFUSED_HINT = "is a model server listening there? pass base_url=... to reach an
 
 #: The cause of a streamed reply that ended before its end marker.
 CUT_SHORT = "stream cut short"
-#: The cause of an event a wire style could not read.
+#: The cause of an event a wire style could not read (not JSON, or not its shape).
 MALFORMED_EVENT = "malformed stream event"
+#: The cause of an error the server sent inside a stream.
+ERROR_EVENT = "error event in the stream"
 
 
 class MalformedReply(http.client.HTTPException):
