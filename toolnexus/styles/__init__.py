@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
-from .._sse import SSEEvent
 from ..data import ModelReply, ToolCall, ToolResult
 from ..errors import ConfigError
 from . import anthropic, openai
 
 if TYPE_CHECKING:
+    from .._sse import SSEEvent
     from ..toolkit import Toolkit
 
 

@@ -12,10 +12,12 @@ not the shape its style expects raises ``WireError``; an error event raises
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._sse import SSEEvent
 from ..errors import StreamEventError, WireError
+
+if TYPE_CHECKING:
+    from .._sse import SSEEvent
 
 _RETRYABLE_KINDS = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error", "server_error", "rate_limit_exceeded"})
 

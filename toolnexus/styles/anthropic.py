@@ -8,14 +8,16 @@ message (made up from the reply when the model sent none) and an object ``input`
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .._sse import SSEEvent
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
 from ._stream import error_event, event_object, text_of
 from ._usage import answer_every_turn, count, output_text, unique_ids
+
+if TYPE_CHECKING:
+    from .._sse import SSEEvent
 
 path = "/messages"
 API_VERSION = "2023-06-01"

@@ -10,14 +10,16 @@ the reply when the model sent none); an assistant message is sent back with a st
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from .._sse import SSEEvent
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
 from ._stream import error_event, event_object, text_of
 from ._usage import answer_every_turn, count, encode_arguments, output_text, unique_ids
+
+if TYPE_CHECKING:
+    from .._sse import SSEEvent
 
 path = "/chat/completions"
 TRUNCATED = "length"
