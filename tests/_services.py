@@ -1,23 +1,35 @@
 """Real services for the tests: PostgreSQL and Redis, reached through the URLs that
-``.ci/services start`` exports. A developer without them gets skips; under CI (``CI=true``)
+``.ci/services start`` exports, and the reference MCP server that ``.ci/run`` installs
+from npm (its entry script's path). A developer without them gets skips; under CI (``CI=true``)
 a missing service fails the test, so a green CI run never hides an untested store."""
 
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import pytest
 
-_VARIABLES = {"postgresql": "TOOLNEXUS_TEST_PG_URL", "redis": "TOOLNEXUS_TEST_REDIS_URL"}
+_VARIABLES = {
+    "postgresql": "TOOLNEXUS_TEST_PG_URL",
+    "redis": "TOOLNEXUS_TEST_REDIS_URL",
+    "mcp-everything": "TOOLNEXUS_TEST_MCP_EVERYTHING",
+}
 
 
 def service_url(service: str) -> str:
-    """The URL of a running ``service`` ("postgresql" or "redis"), or skip/fail the test."""
+    """Where ``service`` is ("postgresql", "redis": a URL; "mcp-everything": the path of
+    the reference server's entry script), or skip/fail the test."""
     variable = _VARIABLES[service]
     url = os.environ.get(variable)
     if url:
         return url
-    message = f"{service} is not available: set {variable} (eval \"$(bash .ci/services start)\")"
+    how = "bash .ci/run installs it" if service.startswith("mcp") else 'eval "$(bash .ci/services start)"'
+    missing(f"{service} is not available: set {variable} ({how})")
+
+
+def missing(message: str) -> NoReturn:
+    """Fail under CI (a green run never hides an untested part), skip elsewhere."""
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(message)
     pytest.skip(message)

@@ -9,13 +9,14 @@ import pytest
 from _helpers import HANG, Asker, Gate, asker_step, spawn_pending, text
 from toolnexus import AgentDef, Budget, Runtime, UnknownRequest, make_answer
 from toolnexus.handle import Handle, HandleRecord, IllegalTransition
+from toolnexus.tree import MemoryTree
 from toolnexus.testing import ScriptedModel
 
 ARROW = "\u2192"
 
 
 def record_handle():
-    return Handle(HandleRecord(id="root/x.1", name="x", parent="root", depth=1, budget=Budget()))
+    return Handle(HandleRecord(id="root/x.1", name="x", parent="root", depth=1, budget=Budget()), None, MemoryTree())
 
 
 def walk(handle, *states):

@@ -400,7 +400,7 @@ def test_a_repeated_task_call_whose_child_failed_runs_a_fresh_child():
     assert result.status == "done"
     assert result.text.startswith("[error]") and result.text.endswith("done by the second child")
     assert children == ["root/lead.1/w.1", "root/lead.1/w.2"]
-    assert index[("w", "same")][1] == "root/lead.1/w.2"
+    assert index[("w", "same")].child == "root/lead.1/w.2"
 
 
 def test_a_repeated_task_call_whose_child_finished_done_reattaches():

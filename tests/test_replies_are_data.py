@@ -11,7 +11,8 @@ import pytest
 
 from conftest import run_in_thread
 from toolnexus import AgentDef, Answer, Client, ConfigError, Request, Runtime, Tool, ToolResult, Toolkit, WireError
-from toolnexus.handle import InboxItem, render_input
+from toolnexus.inbox import render_input
+from toolnexus.record import InboxItem
 from toolnexus.styles import anthropic as anthropic_style, openai as openai_style
 from toolnexus.wire import MAX_DEPTH, from_json, to_json
 

@@ -2,7 +2,8 @@
 
 import logging
 
-from .agent import Agent, AgentDef, agent
+from .agent import Agent, agent
+from .agentdef import AgentDef
 from .client import Client
 from .data import (
     AgentResult,

@@ -23,6 +23,40 @@ def set_current_scope(scope: CancelScope | None) -> None:
     _local.scope = scope
 
 
+class CancelEvent(threading.Event):
+    """A ``threading.Event`` that also calls back whoever registered a waker on it.
+
+    ``ctx.cancelled`` is one of these inside a run, so a tool blocked on something other
+    than this event (a reply from another process) can be woken the moment the run is
+    interrupted instead of looking at the event now and then.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wakers_lock = threading.Lock()  # guards: _wakers; never held while a waker runs
+        self._wakers: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        super().set()
+        with self._wakers_lock:
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
+
+    @contextlib.contextmanager
+    def waking(self, wake: Callable[[], None]) -> Iterator[None]:
+        """Call ``wake`` when the event is set while the block runs (at once if it is set)."""
+        with self._wakers_lock:
+            self._wakers.append(wake)
+        try:
+            if self.is_set():
+                wake()
+            yield
+        finally:
+            with self._wakers_lock:
+                self._wakers.remove(wake)
+
+
 class CancelScope:
     """A cancellable run: an event plus the sockets of its in-flight model calls.
 
@@ -32,7 +66,7 @@ class CancelScope:
     """
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = CancelEvent()
         self._lock = threading.Lock()  # guards: _connections, _wakers; never held across I/O waits
         self._connections: list[Any] = []
         self._wakers: list[Callable[[], None]] = []

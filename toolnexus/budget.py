@@ -1,9 +1,13 @@
-"""Budgets: the carve at spawn and the limit checks before turns, model calls and spawns.
+"""Budgets: every rule and the message that names it.
 
-Pure functions over ``Budget`` values and ledger numbers, so the rules read in one place.
+The carve at spawn, the refusals of a spawn, the concurrency cap (and the root's
+exemption), the limits checked before turns, model calls and spawns. Pure functions over
+``Budget`` values and ledger numbers, so the rules read in one place.
 """
 
 from __future__ import annotations
+
+from typing import Callable, Literal
 
 import attrs
 
@@ -68,3 +72,53 @@ def max_concurrent(budget: Budget) -> int | None:
 
 def max_depth(budget: Budget) -> int:
     return budget.max_depth if budget.max_depth is not None else DEFAULT_MAX_DEPTH
+
+
+def slot_free(parent: Budget, take_slot: Callable[[int | None], bool], *, root: bool) -> bool:
+    """Whether a child's turn may start now under its parent's ``max_concurrent``, taking
+    the slot when it may. The root caps nothing: its children's turns take no slot."""
+    return root or take_slot(max_concurrent(parent))
+
+
+# --- the refusals and limits, each with the message that names it ---------------------------
+
+#: The limits a run can reach, as ``AgentResult.limit``/``RunResult.limit`` name them.
+Limit = Literal["maxTurns", "maxTokens", "maxToolCalls", "maxWallMs"]
+
+LIMIT_TEXT: dict[str, str] = {
+    "maxTurns": "turn limit reached",
+    "maxTokens": "budget exhausted: token pool spent",
+    "maxToolCalls": "budget exhausted: tool-call pool spent",
+    "maxWallMs": "wall-clock limit reached",
+}
+
+
+def spawn_refusal(parent: Budget, *, parent_id: str, accepting: bool, children: int, depth: int) -> str | None:
+    """Why ``parent`` may not have another child now (its message names the cap), or None.
+    ``depth`` is the parent's own depth."""
+    if not accepting:
+        return f"closed: {parent_id} does not accept new children"
+    cap = parent.max_children
+    if cap is not None and children >= cap:
+        return f"maxChildren: {parent_id} already has {cap} children"
+    if depth + 1 > max_depth(parent):
+        return f"maxDepth: a child of {parent_id} would be at depth {depth + 1} (max {max_depth(parent)})"
+    return None
+
+
+def exhausted(limit: str, handle_id: str) -> str:
+    """A spawn refused because a pool on the chain is spent."""
+    return f"budget exhausted: {limit} of {handle_id} or an ancestor is spent"
+
+
+def on_chain(limit: str, handle_id: str) -> str:
+    """A turn not started because a pool on its ancestor chain is spent."""
+    return f"{LIMIT_TEXT[limit]} on the ancestor chain of {handle_id}"
+
+
+def turn_limit(budget: Budget, tokens: int, tool_calls: int, elapsed_s: float) -> str | None:
+    """Checked before every model call of a turn: its own carved pools, then its wall clock."""
+    spent = pool_limit(budget, tokens, tool_calls)
+    if spent is None and budget.max_wall_ms is not None and elapsed_s * 1000 >= budget.max_wall_ms:
+        return "maxWallMs"
+    return spent

@@ -7,6 +7,7 @@ live in ``console``; team files are read and checked by ``teamfile``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -168,54 +169,55 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    team = load_team(args.team)
-    entry = args.entry or team.entry
-    if entry not in team.registry:
-        raise TeamFileError(f"--entry {entry!r} is not defined in {args.team} (agents: {', '.join(sorted(team.registry))})")
-    state = args.state or team.state
-    options = _connection_options(args, team)
-    if state:
-        options["state"] = state
-    rt = Runtime(team.registry, **options)
-    display = sys.stderr if args.json else sys.stdout
-    approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
-    return _execute(rt, lambda tree: drive(rt, entry, args.prompt, approver, tree), display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
+    with contextlib.closing(load_team(args.team)) as team:  # its MCP servers end with the command
+        entry = args.entry or team.entry
+        if entry not in team.registry:
+            raise TeamFileError(f"--entry {entry!r} is not defined in {args.team} (agents: {', '.join(sorted(team.registry))})")
+        state = args.state or team.state
+        options = _connection_options(args, team)
+        if state:
+            options["state"] = state
+        rt = Runtime(team.registry, **options)
+        display = sys.stderr if args.json else sys.stdout
+        approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
+        return _execute(rt, lambda tree: drive(rt, entry, args.prompt, approver, tree), display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
 
 
 def _answer(args: argparse.Namespace) -> int:
-    team = load_team(args.team)
-    state = args.state or team.state
-    if not state:
-        raise TeamFileError(f"no state to answer from: give --state FILE or set [state] path in {args.team}")
-    rt = Runtime(team.registry, **_connection_options(args, team), state=state)
-    try:
-        request = next((r for r in rt.open_requests() if r.id == args.request_id), None)
-        if request is None:
-            raise UnknownRequest(f"no run in {state} is waiting on request {args.request_id!r} (answered, cancelled, or never asked)")
-    except BaseException:
-        rt.release()
-        raise
-    answer = make_answer(request.id, args.decision, reason=None if args.decision else "declined")
-    path = (request.data or {}).get("path") or []
-    top = "/".join(path[:2])
-    display = sys.stderr if args.json else sys.stdout
+    with contextlib.closing(load_team(args.team)) as team:  # its MCP servers end with the command
+        state = args.state or team.state
+        if not state:
+            raise TeamFileError(f"no state to answer from: give --state FILE or set [state] path in {args.team}")
+        rt = Runtime(team.registry, **_connection_options(args, team), state=state)
+        try:
+            request = next((r for r in rt.open_requests() if r.id == args.request_id), None)
+            if request is None:
+                raise UnknownRequest(f"no run in {state} is waiting on request {args.request_id!r} (answered, cancelled, or never asked)")
+        except BaseException:
+            rt.release()
+            raise
+        answer = make_answer(request.id, args.decision, reason=None if args.decision else "declined")
+        path = (request.data or {}).get("path") or []
+        top = "/".join(path[:2])
+        display = sys.stderr if args.json else sys.stdout
 
-    def continued(tree: LiveTree) -> AgentResult:
-        rt.resume(answer)
-        result = rt.wait(top)
-        if result.status != "pending":
-            rt.close(top)
-        return result
+        def continued(tree: LiveTree) -> AgentResult:
+            rt.resume(answer)
+            result = rt.wait(top)
+            if result.status != "pending":
+                rt.close(top)
+            return result
 
-    return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
+        return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .state import DurableTree, open_state, stored_views
+    from .state import open_state
+    from .stored import StoredTree, stored_views
 
     store = open_state(args.state)
     try:
-        tree = DurableTree(store, args.runtime_id)
+        tree = StoredTree(store, args.runtime_id)
         views = stored_views(tree)
         out = sys.stdout
         if not views:

@@ -15,6 +15,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from . import loop, tracing
+from ._closing import Held
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
 from .errors import ToolnexusError
@@ -97,6 +98,7 @@ class Client:
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         self._guard = guard_for(self._store)
+        self._held = Held()  # what the tools of the toolkits it ran belong to (MCP servers)
         # No reference back to the client, so dropping the last one frees it at once.
         reached = self._engine.model if isinstance(self._engine.model, HttpEngine) else None
         self._finalizer = weakref.finalize(self, _release_unclosed, repr(self), self._tool_threads, reached)
@@ -127,7 +129,7 @@ class Client:
             LLMError: the model endpoint failed past the retries.
         """
         messages = loop.initial_messages(self._engine.style, self._spec.system, history, prompt)
-        return self._measured(lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
+        return self._measured(toolkit, lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
 
     def ask(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None) -> RunResult:
         """``run`` with the conversation ``id`` loaded from and saved to the store.
@@ -181,18 +183,22 @@ class Client:
         return result
 
     def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: Toolkit | None) -> RunResult:
-        return self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
+        return self._measured(toolkit, lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
 
     def close(self) -> None:
-        """Cancel model calls and retry waits in flight, end the tool threads; idempotent.
+        """Cancel model calls and retry waits in flight, close what the tools it ran belong
+        to (MCP servers), end the tool threads; idempotent.
 
         A client that is dropped without ``close`` releases both when it is freed, with a
         ``ResourceWarning`` (as an unclosed file does).
         """
         self._finalizer.detach()
+        self._held.close()  # first: a tool thread may be waiting on an MCP server
         _release(self._tool_threads, self._engine.model)
 
-    def _measured(self, body: Callable[[], RunResult]) -> RunResult:
+    def _measured(self, toolkit: Toolkit | None, body: Callable[[], RunResult]) -> RunResult:
+        if toolkit is not None:
+            self._held.track(toolkit.tools())
         started = time.perf_counter()
         event: dict[str, Any] = {"event": "run", "model": self.model}
         try:

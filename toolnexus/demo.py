@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .agent import AgentDef
+from .agentdef import AgentDef
 from .data import Budget, make_request
 from .testing import ScriptedModel, tool_messages
 from .tools import ToolContext, failure, success, suspend, tool

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, runtime_checkable
 
 from . import _jobs
 from .errors import ToolnexusError
 
 if TYPE_CHECKING:
     from .handle import Handle, Turn
-    from .state import DurableTree
     from .tree import HandleTree
 
 log = logging.getLogger("toolnexus")
@@ -40,14 +39,24 @@ class Dispatcher(Protocol):
         """Send one message naming the turn; raise a ``ToolnexusError`` when it cannot."""
 
 
+class QueuedRows(Protocol):
+    """What queueing needs of a stored tree (``stored.StoredTree``)."""
+
+    runtime_id: str
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
+
+    def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]: ...
+
+
 class Dispatching:
     """One runtime's queued turns: queueing, claiming, sending again."""
 
-    def __init__(self, dispatcher: Dispatcher, durable: DurableTree, tree: HandleTree, owner: str) -> None:
+    def __init__(self, dispatcher: Dispatcher, stored: QueuedRows, tree: HandleTree, owner: str) -> None:
         self.dispatcher = dispatcher
         #: The runtime's owner id: a claimed turn is this runtime's to run and settle.
         self.owner = owner
-        self._durable = durable
+        self._stored = stored
         self._tree = tree
 
     # --- queueing and claiming (the handle's lock held, inside its store transaction) -------
@@ -61,7 +70,7 @@ class Dispatching:
     def ring(self, handle_id: str, serial: int, segment: int) -> None:
         """Send the turn's message; a failure leaves the committed turn to the sweep."""
         try:
-            self.dispatcher.send(self._durable.runtime_id, handle_id, serial, segment)
+            self.dispatcher.send(self._stored.runtime_id, handle_id, serial, segment)
         except ToolnexusError as exc:
             log.warning("turn %s #%d is queued but its message was not sent (sent again later): %s", handle_id, serial, exc)
 
@@ -72,7 +81,7 @@ class Dispatching:
         or ``None`` when no such turn waits (claimed elsewhere, finished, interrupted)."""
         if not handle.queued_turn(serial, segment):
             return None
-        with self._durable.change(handle, dirty=False):
+        with self._stored.change(handle, dirty=False):
             if not handle.queued_turn(serial, segment):  # another process claimed it first
                 return None
             turn = handle.claim_turn(self.owner, now)
@@ -85,7 +94,7 @@ class Dispatching:
         parent_id = handle.record.parent
         if parent_id is None:
             return None
-        for sibling_id, owner, queued_at in self._durable.running_turns(parent_id):
+        for sibling_id, owner, queued_at in self._stored.running_turns(parent_id):
             if sibling_id == handle.id or owner is not None or queued_at is None:
                 continue
             sibling = self._tree.get(sibling_id)
@@ -100,23 +109,25 @@ class Dispatching:
         """Queue again a turn whose owner died (lock held, in its transaction); the job sends it."""
         handle.requeue_turn(time.time())
         record = handle.record
-        handle_id, serial, segment = handle.id, record.turn_serial, record.turn_segment
+        assert record.running is not None
+        handle_id, serial, segment = handle.id, record.turn_serial, record.running.segment
         return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
 
     def resend_stale(self) -> None:
         """Send again every queued turn that no runtime claimed within ``resend_after_s``."""
         now = time.time()
-        for handle_id, owner, queued_at in self._durable.running_turns():
+        for handle_id, owner, queued_at in self._stored.running_turns():
             if owner is None and queued_at is not None and now - queued_at >= self.dispatcher.resend_after_s:
                 self._resend(handle_id, now)
 
     def _resend(self, handle_id: str, now: float) -> None:
         handle = self._tree.get(handle_id)
-        with handle.lock, self._durable.change(handle, dirty=False):
+        with handle.lock, self._stored.change(handle, dirty=False):
             record = handle.record
-            queued_at = record.turn_queued_at
+            queued_at = record.running.queued_at if record.running is not None else None
             if not handle.queued_turn() or queued_at is None or now - queued_at < self.dispatcher.resend_after_s:
                 return  # claimed or sent again meanwhile
             handle.requeue_turn(now)
-            serial, segment = record.turn_serial, record.turn_segment
+            assert record.running is not None
+            serial, segment = record.turn_serial, record.running.segment
         self.ring(handle_id, serial, segment)

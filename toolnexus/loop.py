@@ -18,7 +18,7 @@ from typing import Any, Callable, ContextManager, Protocol
 
 import attrs
 
-from . import _jobs, tracing
+from . import _jobs, budget, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
@@ -143,12 +143,7 @@ class _Outcome:
     result: ToolResult
 
 
-LIMIT_TEXT = {
-    "maxTurns": "turn limit reached",
-    "maxTokens": "budget exhausted: token pool spent",
-    "maxToolCalls": "budget exhausted: tool-call pool spent",
-    "maxWallMs": "wall-clock limit reached",
-}
+LIMIT_TEXT = budget.LIMIT_TEXT
 #: The server cut the final answer at its output-token limit; the text stays as it came.
 MAX_OUTPUT_TOKENS = "maxOutputTokens"
 #: The result given to a tool call that a stored transcript left without one (a run that

@@ -15,12 +15,9 @@ import logging
 import os
 import socket
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from .errors import ToolnexusError
-
-if TYPE_CHECKING:
-    from .state import DurableTree
 
 log = logging.getLogger("toolnexus")
 
@@ -31,6 +28,18 @@ _HOST = socket.gethostname()
 TakeOver = Callable[[str, "str | None", str], bool]
 
 
+class OwnerRows(Protocol):
+    """The rows of a stored tree that say who runs what (``stored.StoredTree`` has them)."""
+
+    def register_owner(self, owner: str, host: str, pid: int) -> None: ...
+
+    def heartbeat(self, owner: str) -> None: ...
+
+    def drop_owner(self, owner: str) -> None: ...
+
+    def orphans(self, lease_s: float, host: str, alive: Callable[[int], bool]) -> list[tuple[str, str | None]]: ...
+
+
 class Ownership:
     """The owner registration, heartbeat thread and orphan recovery of one runtime.
 
@@ -38,8 +47,8 @@ class Ownership:
     "leave" them for an explicit ``recover``); ``on_beat`` runs on every beat after that.
     """
 
-    def __init__(self, durable: DurableTree, owner: str, *, lease_s: float, recover: str, take_over: TakeOver, on_beat: Callable[[], None] | None = None) -> None:
-        self._durable = durable
+    def __init__(self, rows: OwnerRows, owner: str, *, lease_s: float, recover: str, take_over: TakeOver, on_beat: Callable[[], None] | None = None) -> None:
+        self._rows = rows
         self._owner = owner
         self._lease_s = lease_s
         self._recover = recover
@@ -54,7 +63,7 @@ class Ownership:
 
     def start(self) -> None:
         """Register, recover what is orphaned already, then start the heartbeat."""
-        self._durable.register_owner(self._owner, _HOST, os.getpid())
+        self._rows.register_owner(self._owner, _HOST, os.getpid())
         if self._recover != "leave":
             self.sweep()
         self._heartbeat = threading.Thread(target=self._beat, name="toolnexus-heartbeat", daemon=True)
@@ -64,7 +73,7 @@ class Ownership:
         """Prove this runtime alive every third of a lease; recover orphaned turns."""
         while not self._letting_go.wait(self._lease_s / 3):
             try:
-                self._durable.heartbeat(self._owner)
+                self._rows.heartbeat(self._owner)
                 if self._recover != "leave":
                     self.sweep()
                 if self._on_beat is not None:
@@ -74,12 +83,12 @@ class Ownership:
 
     def sweep(self) -> None:
         """Recover every orphaned turn of the tree, as ``recover`` says (deepest first)."""
-        for handle_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+        for handle_id, dead_owner in self._rows.orphans(self._lease_s, _HOST, _alive):
             self._take_over(handle_id, dead_owner, self._recover)
 
     def recover(self, handle_id: str) -> bool:
         """Resume the orphaned turn of ``handle_id`` here; whether there was one to take over."""
-        for orphan_id, dead_owner in self._durable.orphans(self._lease_s, _HOST, _alive):
+        for orphan_id, dead_owner in self._rows.orphans(self._lease_s, _HOST, _alive):
             if orphan_id == handle_id:
                 return self._take_over(orphan_id, dead_owner, "resume")
         return False
@@ -95,7 +104,7 @@ class Ownership:
         if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
             self._heartbeat.join(timeout=join_timeout)
         with contextlib.suppress(ToolnexusError):
-            self._durable.drop_owner(self._owner)
+            self._rows.drop_owner(self._owner)
         return True
 
 

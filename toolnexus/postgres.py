@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import threading
 from typing import Any, Iterator, Sequence
@@ -22,7 +23,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
-from .state import SqlState
+from .sql import SqlState
 
 log = logging.getLogger("toolnexus")
 
@@ -44,7 +45,10 @@ class PostgresState(SqlState):
         self._local = threading.local()  # the connection of this thread's open transaction
         self._closed = threading.Event()
         self._generation = 0
-        self._changed = threading.Condition()  # guards: _generation; notified by the listener
+        self._foreign = 0  # notifications from other stores, as ``foreign_commits`` counts them
+        self._changed = threading.Condition()  # guards: _generation, _foreign; notified by the listener
+        #: Marks this store's own notifications, so that they do not count as foreign.
+        self._sender = os.urandom(8).hex()
         if isinstance(conninfo_or_pool, ConnectionPool):
             self._pool, self._owns_pool = conninfo_or_pool, False
             conninfo = conninfo_or_pool.conninfo
@@ -68,8 +72,8 @@ class PostgresState(SqlState):
             except (PoolTimeout, psycopg.Error) as exc:
                 self._pool.close()
                 raise StateError(f"cannot reach PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
-        self.migrate()
         self._listener: threading.Thread | None = None
+        self.migrate()
         if listen:
             self._listener = threading.Thread(target=self._listen, name="toolnexus-listen", daemon=True)
             self._listener.start()
@@ -122,7 +126,16 @@ class PostgresState(SqlState):
 
     def notify(self, payload: str) -> None:
         """Wake waiters in every process once the current transaction commits."""
-        self.execute("SELECT pg_notify(?, ?)", (CHANNEL, payload[:7000]))
+        self.execute("SELECT pg_notify(?, ?)", (CHANNEL, f"{self._sender}|{payload}"[:7000]))
+
+    def foreign_commits(self) -> int | None:
+        """A count of the commits other stores announced, or ``None`` without a listener.
+        It may lag a commit by the time its notification takes to arrive, so it serves
+        reads outside a transaction only (inside one, rows are read and locked)."""
+        if self._listener is None:
+            return None
+        with self._changed:
+            return self._foreign
 
     # --- cross-process wake-ups -------------------------------------------------------------
 
@@ -131,17 +144,19 @@ class PostgresState(SqlState):
             try:
                 with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
-                    self._bump()  # (re)connected: anything missed meanwhile is re-read
+                    self._bump(foreign=True)  # (re)connected: anything missed meanwhile is re-read
+                    mine = f"{self._sender}|"
                     while not self._closed.is_set():
-                        for _ in conn.notifies(timeout=0.5, stop_after=64):
-                            self._bump()
+                        for notice in conn.notifies(timeout=0.5, stop_after=64):
+                            self._bump(foreign=not notice.payload.startswith(mine))
             except psycopg.Error:
                 log.debug("toolnexus: LISTEN connection lost; waiters poll until it is back", exc_info=True)
                 self._closed.wait(1.0)
 
-    def _bump(self) -> None:
+    def _bump(self, *, foreign: bool = True) -> None:
         with self._changed:
             self._generation += 1
+            self._foreign += foreign
             self._changed.notify_all()
 
     def wait_change(self, timeout: float) -> None:

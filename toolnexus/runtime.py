@@ -1,14 +1,13 @@
-"""The agent runtime: a tree of handles driven by six verbs, on a pool of worker threads.
+"""The agent runtime: a tree of handles driven by its verbs, on a pool of worker threads.
 
-Each handle runs its turns on a ``concurrent.futures`` worker. A thread that must block
-on a child's turn (the ``task`` tool, ``run_agent``) runs that turn itself when no worker
-has started it yet, so blocked parents can never starve their children of workers.
-Blocking goes only upward: a parent waits on its child, never the reverse.
-
-The lock order every verb follows is set out once, in ``handle.py``. A durable tree's
-owner registration, heartbeat and orphan recovery live in ``ownership.py``; the wait
-loop behind ``wait``, ``run_agent`` and ``task``, in ``waiting.py``; ending the runtime's
-threads and letting go of its tree, in ``shutdown.py``.
+The runtime is its verbs and read-only views; each part it is made of has one owner:
+a turn's life (admission, run, settle, slots, taking over an orphan) is ``scheduler.py``;
+delegation (the ``task`` tool and its reattachment index) is ``task.py``; one turn's loop
+and ledger, ``turns.py``; the wait behind ``wait``, ``run_agent`` and ``task``,
+``waiting.py``; where the tree lives (memory or a state), the ``TreeStore`` of
+``tree.py``; ending the runtime's threads, ``shutdown.py``. The lock order every verb
+follows is set out once, in ``handle.py``. Blocking goes only upward: a parent waits on
+its child, never the reverse.
 """
 
 from __future__ import annotations
@@ -18,35 +17,38 @@ import logging
 import os
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
 from . import _jobs, budget as budgets, shutdown, tracing
-from .agent import AgentDef, normalize_registry
-from .engine import ConnectionOptions, build_engine
-from .loop import Engine
 from ._cancel import TurnGate
-from .dispatch import Dispatcher, Dispatching
-from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolResult
-from .errors import Cancelled, ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
-from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, HandleRecord, InboxItem, Turn, render_input
+from ._closing import close_resources
+from .agentdef import AgentDef, call_lifecycle, normalize_registry
+from .assembly import check_options, make_executor, open_tree_store, weakly
+from .closing import Closer
+from .data import AgentResult, Answer, Budget, HandleView, Request
+from .dispatch import Dispatcher
+from .engine import ConnectionOptions, build_engine
+from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, ToolnexusError, UnknownHandle, UnknownRequest
+from .handle import SUSPENDED, Handle, HandleRecord
 from .hooks import HooksLike
-from .ownership import RECOVER_OPTIONS, Ownership
-from .pool import DEFAULT_WORKERS, Lent, WorkerPool
-from .store import ConversationStore, InMemoryStore
-from .task import agent_tool, result_as_tool_output, task_tool
+from .loop import Engine
+from .pool import WorkerPool
+from .record import InboxItem
+from .scheduler import Scheduler
+from .store import ConversationStore
+from .task import Delegation, agent_tool
+from .tools import Tool
 from .tree import HandleTree
 from .turns import TurnRunner
-from .waiting import Waiter, runnable
-from .tools import Tool, ToolContext, failure
+from .waiting import Waiter
 from .wire import to_wire
 
 if TYPE_CHECKING:
     import requests
 
-    from .state import DurableTree, StateStore
+    from .state import StateStore
 
 log = logging.getLogger("toolnexus")
 
@@ -109,88 +111,49 @@ class Runtime:
         pool: WorkerPool | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
-        if state is not None and store is not None:
-            raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
-        if dispatcher is not None and state is None:
-            raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
-        if recover not in RECOVER_OPTIONS:
-            raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
-        if lease_ms <= 0:
-            raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
-        if keep_closed < 0:
-            raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
+        check_options(state=state, store=store, dispatcher=dispatcher, recover=recover, lease_ms=lease_ms, keep_closed=keep_closed, pool=pool, max_workers=max_workers)
         self._owner = os.urandom(16).hex()  # this runtime object, as the owner of the turns it runs
-        # The engine first: bad connection options fail before the state is touched.
-        if pool is not None and max_workers is not None:
-            raise ConfigError("give max_workers= or pool=, not both: a pool has its own size")
-        workers = pool.max_workers if pool is not None else max_workers or DEFAULT_WORKERS
         self._inline = inline
-        # Inline: no pool at all; a turn runs on the thread that waits for it.
-        self._executor: ThreadPoolExecutor | Lent | None
-        if inline:
-            self._executor = None
-        elif pool is not None:
-            self._executor = pool.lend()
-        else:
-            self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolnexus")
+        self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
         executor = self._executor
+        # The engine first: bad connection options fail before the state is touched.
         engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: executor)
         try:
-            self._owns_state = False
-            self._durable = self._open_state(state, runtime_id) if state is not None else None
-            self.root = self._open_root()
-            self._tree = HandleTree(self.root, self._durable, self._load_handle if self._durable is not None else None, keep_closed)
-            self._clock = clock or time.monotonic
-            self._inbox_cap = inbox_cap
-            self._shutdown_s = shutdown_ms / 1000
-            self._store: ConversationStore
-            if self._durable is not None:
-                self._store = self._durable.conversations()
-            else:
-                self._store = store if store is not None else InMemoryStore()
-            self._own_transcripts = isinstance(self._store, InMemoryStore) and store is None
+            tree_store = open_tree_store(state, runtime_id, store)
+            fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
+            self.root = tree_store.open_root(fresh, set(self._registry), lambda record: Handle(record, None, tree_store))
         except BaseException:
             engine.model.close()
             raise
+        self._tree = HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
+        self._clock = clock or time.monotonic
+        self._inbox_cap = inbox_cap
+        self._shutdown_s = shutdown_ms / 1000
         if dispatcher is not None:
             # A delegation runs on the turn's own (worker) thread, so the children it woke run
             # on other workers while it waits; the turn's other tool calls run on the pool.
             engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
-        self._turns = TurnRunner(
-            engine=engine,
-            store=self._store,
-            model=model,
-            hooks=hooks,
-            on_metric=on_metric,
-            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
-            clock=self._clock,
-            lineage=self._tree.lineage,
-            task_tool=_weakly(self._task_tool),
-            nonce=self.root.record.nonce,
-            durable=self._durable,
-            owner=self._owner,
-            around_tool=around_tool,
-            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
-        )
+        self._delegation = Delegation(weakref.proxy(self), self._tree, weakly(self._dispatch))
+        gate = TurnGate(max_concurrent_turns) if max_concurrent_turns else None
+        trace = tracing.Tracer(content=trace_content, provider=None if generate is not None else style)
+        self._turns = self._turn_runner(engine, model=model, hooks=hooks, on_metric=on_metric, gate=gate, around_tool=around_tool, trace=trace)
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
-        self._dispatching: Dispatching | None = None
-        if dispatcher is not None and self._durable is not None:
-            self._dispatching = Dispatching(dispatcher, self._durable, self._tree, self._owner)
-        self._waiter = Waiter(
+        dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner) if dispatcher is not None else None
+        self._scheduler = Scheduler(
             tree=self._tree,
             turns=self._turns,
-            dispatching=self._dispatching,
-            durable=self._durable,
+            executor=self._executor,
+            dispatching=dispatching,
+            owner=self._owner,
             clock=self._clock,
-            run_turn=_weakly(self._run_turn),
-            interrupt=_weakly(self.interrupt),
-            inline=inline,
+            after_run=self._delegation.hand_over,
+            before_settle=self._delegation.retire,
         )
-        self._ownership: Ownership | None = None
-        if self._durable is not None:
-            on_beat = self._dispatching.resend_stale if self._dispatching is not None else None
-            self._ownership = Ownership(self._durable, self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._take_over, on_beat=on_beat)
-            self._ownership.start()
+        self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
+        self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
+        on_beat = dispatching.resend_stale if dispatching is not None else None
+        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._scheduler.take_over, on_beat=on_beat)
+        self._ownership.start()
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -199,64 +162,41 @@ class Runtime:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._durable is not None:
-            self.release()
-        else:
-            self.close(self.root)
+        self.release()
 
-    # --- the durable state ----------------------------------------------------------------
+    def _turn_runner(self, engine: Engine, **options: Any) -> TurnRunner:
+        store = self._tree.store
+        return TurnRunner(
+            engine=engine,
+            store=store.conversations,
+            clock=self._clock,
+            lineage=self._tree.lineage,
+            task_tool=self._delegation.task_tool,
+            nonce=self.root.record.nonce,
+            tree_store=store,
+            owner=self._owner,
+            **options,
+        )
 
-    def _open_state(self, state: str | os.PathLike[str] | StateStore, runtime_id: str) -> DurableTree:
-        """The stored tree. The state module (and sqlite3) load only for a runtime that has one."""
-        from .state import DurableTree, StateStore, open_state
+    # --- the tree and its owner -----------------------------------------------------------
 
-        self._owns_state = not isinstance(state, StateStore)
-        return DurableTree(open_state(state), runtime_id, sole_user=self._owns_state)
-
-    def _open_root(self) -> Handle:
-        """The root handle: the stored one when the state holds this tree (opening
-        continues it), else a new one, committed at once."""
-        durable = self._durable
-        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
-        if durable is None:
-            return Handle(fresh)
-        try:
-            for handle_id, name in durable.live():
-                if handle_id != ROOT and name not in self._registry:
-                    raise ConfigError(f"the stored tree {durable.runtime_id!r} has a live handle {handle_id} of agent {name!r}, which the registry lacks")
-            stored = durable.load(ROOT)
-            root = Handle(stored or fresh, durable=durable)
-            if stored is None:
-                with durable.change(root):
-                    pass
-            return root
-        except BaseException:
-            if self._owns_state:
-                durable.store.close()
-            raise
-
-    def _task_tool(self, handle: Handle, serial: int) -> Tool:
-        return task_tool(self, handle, serial)
-
-    def _load_handle(self, handle_id: str) -> Handle | None:
+    def _load_handle(self, record: HandleRecord) -> Handle:
         """A handle made by another process (or before this runtime opened the tree)."""
-        assert self._durable is not None
-        record = self._durable.load(handle_id)
-        if record is None:
-            return None
-        return Handle(record, self._registry.get(record.name), durable=self._durable)
+        return Handle(record, self._registry.get(record.name), self._tree.store)
 
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
-        """One store transaction around a change to ``handles`` (their locks held)."""
-        return self._durable.change(*handles, dirty=False) if self._durable is not None else _NOTHING
+        """One unit of work around a change to ``handles`` (their locks held)."""
+        return self._tree.store.change(*handles, dirty=False)
+
+    def _dispatch(self, *jobs: _jobs.Job) -> None:
+        self._scheduler.dispatch(*jobs)
 
     def release(self) -> None:
-        """Let go of a durable tree: end this runtime's threads, leave the stored tree as it
+        """Let go of a stored tree: end this runtime's threads, leave the stored tree as it
         is for any other runtime (or a later one) to continue. Without a state, closes."""
-        if self._durable is None:
+        if not self._tree.store.lasting:
             self.close(self.root)
             return
-        assert self._ownership is not None
         if self._ownership.letting_go:
             return
         shutdown.cancel_running(self._tree.all())
@@ -264,66 +204,20 @@ class Runtime:
         self._let_go()
 
     def _let_go(self) -> None:
-        assert self._durable is not None and self._ownership is not None
-        shutdown.let_go(self._ownership, self._durable.store if self._owns_state else None, self._shutdown_s)
-
-    # --- taking over orphaned turns (see ownership.py) ------------------------------------------
+        shutdown.let_go(self._ownership, self._tree.store, self._shutdown_s)
 
     def recover(self, h: Handle | str) -> bool:
         """Continue an orphaned turn here from its journal (for ``recover="leave"``).
 
         Returns whether there was an orphaned turn to take over.
         """
-        if self._ownership is None:
-            return False
         return self._ownership.recover(self._tree.get(h).id)
-
-    def _take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
-        """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
-        assert self._durable is not None
-        handle = self._tree.get(handle_id)
-        parent = self._tree.parent(handle)
-        assert parent is not None
-        job = None
-        with parent.lock, handle.lock, self._atomic(parent, handle):
-            record = handle.record
-            if record.state != RUNNING or record.turn_owner != dead_owner or handle.turn is not None:
-                return False  # finished, interrupted or claimed by someone else meanwhile
-            if mode == "interrupt":
-                handle.abort()
-                self._durable.forget_turn(handle.id, record.turn_serial)
-            elif self._dispatching is not None:
-                job = self._dispatching.requeue(handle)  # a worker takes it over from its journal
-            else:
-                turn = handle.stored_turn()
-                turn.job = job = _jobs.Job(lambda: self._run_turn(handle, turn))
-                handle.take_over(turn, self._clock(), self._owner)
-            self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
-        if job is None:
-            self._release_slot(handle)
-        else:
-            self._dispatch(job)
-        return True
-
-    # --- handing admitted turns over to run ---------------------------------------------------
-
-    def _dispatch(self, *jobs: _jobs.Job) -> None:
-        """Hand admitted turns over to run: the only place that does. Here that is this
-        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
-        already in the state with its owner, input and serial, and ``_take_over`` claims a
-        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
-        processes plugs in at these two points: with one, a job sends the turn's message."""
-        for job in jobs:
-            if self._dispatching is not None:
-                job.run()
-            else:
-                _jobs.submit(self._executor, job)
 
     # --- read-only views ----------------------------------------------------------------
 
     @property
     def conversation_store(self) -> ConversationStore:
-        return self._store
+        return self._tree.store.conversations
 
     @property
     def inline(self) -> bool:
@@ -357,17 +251,11 @@ class Runtime:
             return list(handle.record.transitions)
 
     def events(self) -> list[dict[str, Any]]:
-        return self._tree.events()
+        return self._tree.store.events()
 
     def open_requests(self) -> list[Request]:
         """Every request waiting for an ``resume``, once each (as the asking handle has it)."""
-        if self._durable is not None:
-            return self._durable.open_requests()
-        seen: dict[str, Request] = {}
-        for view in self.handles():
-            if view.pending is not None:
-                seen.setdefault(view.pending.id, view.pending)
-        return list(seen.values())
+        return self._tree.store.open_requests()
 
     def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
         """A hold on the model endpoint's pooled connections that outlives ``close``:
@@ -388,33 +276,50 @@ class Runtime:
                 an exhausted budget on the parent's chain; the message names which.
         """
         owner = self._tree.get(parent)
+        definition = self._spawnable(owner, name)
+        with owner.lock, self._atomic(owner):
+            child = self._add_child(owner, definition, budget)
+        call_lifecycle(definition.on_spawn, child)
+        return child
+
+    def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
+        """A ``task`` call's child: spawned, named in ``parent``'s index for turn ``serial``
+        and woken on ``prompt``, in one unit of work (a process killed at any point leaves
+        all of it or none). Its turn waits for the task call to run it (or, with a
+        dispatcher, for whichever worker claims it first)."""
+        definition = self._spawnable(parent, agent)
+        trace = tracing.capture()  # the child's turn nests in the task call's span
+        with parent.lock, self._atomic(parent):
+            child = self._add_child(parent, definition, None)
+            parent.remember_task((agent, prompt), serial, child.id, call_id)
+            with child.lock:
+                job = self._scheduler.admit(parent, child, prompt, trace)
+        call_lifecycle(definition.on_spawn, child)
+        if job is not None and self._scheduler.dispatching is not None:
+            self._dispatch(job)
+        return child
+
+    def _spawnable(self, owner: Handle, name: str) -> AgentDef:
         definition = self.definition(name)
         spent = self._turns.chain_limit(owner)
         if spent is not None:
-            raise SpawnError(f"budget exhausted: {spent} of {owner.id} or an ancestor is spent")
-        with owner.lock, self._atomic(owner):
-            child = self._add_child(owner, definition, budget)
-            self._tree.event("spawn", child.id, parent=owner.id, agent=name)
-        self._call_user(definition.on_spawn, child)
-        return child
+            raise SpawnError(budgets.exhausted(spent, owner.id))
+        return definition
 
     def _add_child(self, owner: Handle, definition: AgentDef, budget: Budget | None) -> Handle:
+        """The new child (``owner``'s lock held, in its unit of work)."""
         record = owner.record
-        if not owner.accepting:
-            raise SpawnError(f"closed: {record.id} does not accept new children")
-        cap = record.budget.max_children
-        if cap is not None and len(record.children) >= cap:
-            raise SpawnError(f"maxChildren: {record.id} already has {cap} children")
-        depth = record.depth + 1
-        if depth > budgets.max_depth(record.budget):
-            raise SpawnError(f"maxDepth: a child of {record.id} would be at depth {depth} (max {budgets.max_depth(record.budget)})")
+        refused = budgets.spawn_refusal(record.budget, parent_id=record.id, accepting=owner.accepting, children=len(record.children), depth=record.depth)
+        if refused is not None:
+            raise SpawnError(refused)
         own = budgets.merge(definition.budget, budget)
         carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
-        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=depth, budget=carved), definition, self._durable)
-        with child.lock, self._durable.change(child) if self._durable is not None else _NOTHING:  # the new row
+        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=record.depth + 1, budget=carved), definition, self._tree.store)
+        with child.lock, self._tree.store.change(child):  # the new row
             owner.add_child(child_id)
         self._tree.add(child)
+        self._tree.event("spawn", child.id, parent=owner.id, agent=definition.name)
         return child
 
     def post(self, h: Handle | str, text: str, *, sender: str = "external", channel: str = "external") -> None:
@@ -436,7 +341,7 @@ class Runtime:
         self._tree.event("post_rejected", handle.id, reason=str(problem), sender=sender)
         raise problem
 
-    # --- wake and the turn ----------------------------------------------------------------
+    # --- wake and wait --------------------------------------------------------------------
 
     def wake(self, h: Handle | str, prompt: str | None = None) -> None:
         """Start a turn on an idle handle with ``prompt`` plus its whole inbox.
@@ -452,46 +357,9 @@ class Runtime:
         Raises:
             HandleClosed: the handle is closed or closing.
         """
-        job = self._wake(self._tree.get(h), prompt)
+        job = self._scheduler.wake(self._tree.get(h), prompt)
         if job is not None:
             self._dispatch(job)
-
-    def _wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
-        """``wake`` without handing the turn to a worker: for a caller about to wait on it,
-        which then runs it on its own thread (no hand-off)."""
-        parent = self._tree.parent(handle)
-        if parent is None:
-            raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
-        trace = tracing.capture()  # the turn nests here, whichever thread runs it
-        with parent.lock, handle.lock, self._atomic(parent, handle):
-            return self._admit(parent, handle, prompt, trace)
-
-    def _admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
-        """Check, take a slot and flip to running as one step (both locks held)."""
-        if not handle.accepting:
-            raise HandleClosed(f"closed: {handle.id} cannot be woken")
-        if handle.busy or handle.record.state == SUSPENDED:
-            return None
-        if parent is not self.root and not parent.take_slot(self._slot_cap(parent)):
-            handle.enqueue(prompt, trace)
-            parent.queue_wake(handle.id)
-            self._tree.event("wake_queued", handle.id, parent=parent.id)
-            return None
-        return self._start_turn(handle, prompt, trace)
-
-    def _slot_cap(self, parent: Handle) -> int | None:
-        return budgets.max_concurrent(parent.record.budget) if parent is not self.root else None
-
-    def _start_turn(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
-        text = render_input(prompt, handle.record.inbox, _ancestry(handle.id))
-        return self._begin(handle, handle.start(prompt, text, trace))
-
-    def _begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
-        if self._dispatching is not None:
-            return self._dispatching.queue(handle, turn)
-        turn.job = _jobs.Job(lambda: self._run_turn(handle, turn))
-        handle.begin(turn, self._clock(), self._owner)
-        return turn.job
 
     def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         """Run the queued turn a dispatcher's message names, here and now (a worker's side).
@@ -499,10 +367,10 @@ class Runtime:
         Returns false, doing nothing, when the turn is not queued any more: claimed by
         another runtime, finished, interrupted, or the message was for another tree.
         """
-        if self._dispatching is None or self._durable is None:
+        if self._scheduler.dispatching is None:
             raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
-        if runtime_id != self._durable.runtime_id:
-            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._durable.runtime_id)
+        if runtime_id != self._tree.store.runtime_id:
+            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._tree.store.runtime_id)
             return False
         try:
             handle = self._tree.get(handle_id)
@@ -510,100 +378,11 @@ class Runtime:
             return False
         with handle.lock:
             handle.sync()
-            job = self._dispatching.claim(handle, self._clock(), self._run_turn, serial, segment)
+            job = self._scheduler.claim(handle, serial, segment)
         if job is None:
             return False
         job.run()
         return True
-
-    def _run_turn(self, handle: Handle, turn: Turn) -> None:
-        started = time.perf_counter()
-        error: str | None = None
-        try:
-            result, run = self._execute(handle, turn)
-        except Cancelled:
-            with handle.lock:  # interrupted (here, or from another process): it published
-                handle.lose(turn)
-            return
-        except Exception as exc:  # a failed turn is a result, never an exception upward
-            log.debug("turn of %s failed", handle.id, exc_info=True)
-            result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
-        except BaseException as exc:  # SystemExit in a tool: settle so no waiter hangs, then go on up
-            self._settle(handle, turn, self._turns.failed(handle, turn, exc), None)
-            raise
-        self._settle(handle, turn, result, run)
-        self._turns.emit_run(handle, result, run, started, error)
-
-    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
-        try:
-            return self._turns.execute(handle, turn)
-        finally:
-            self._hand_over_task_children(handle, turn.serial)
-
-    def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
-        """Publish a finished turn: save the transcript, flip the state, free the slot."""
-        pending = result.status == "pending" and result.pending is not None
-        with handle.lock:
-            if not handle.mark_settling(turn, self._owner):
-                return  # interrupted meanwhile; the interrupt published already
-        if not pending:
-            self._retire_task_children(handle, turn.serial)
-            if run is not None and self._durable is None:
-                self._store.save(handle.id, run.messages)
-        with handle.lock, self._atomic(handle):
-            if not pending and run is not None and self._durable is not None:
-                self._store.save(handle.id, run.messages)  # the transcript commits with the outcome
-            if pending:
-                suspended = handle.suspend(turn, result, run.messages if run is not None else None)
-                self._tree.park(suspended.pending, handle.id)  # type: ignore[arg-type]
-            else:
-                handle.finish(result)
-                if self._durable is not None:
-                    self._durable.forget_turn(handle.id, turn.serial)
-        self._release_slot(handle)
-
-    def _hand_over_task_children(self, handle: Handle, serial: int) -> None:
-        """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended
-        before waiting on it (a failure, an interrupt), a worker runs it instead."""
-        for child in self._task_children(handle, serial):
-            with child.lock:
-                job = child.turn.job if runnable(child) else None  # type: ignore[union-attr]
-            if job is not None:
-                self._dispatch(job)
-
-    def _retire_task_children(self, handle: Handle, serial: int) -> None:
-        """A finished turn leaves no delegated child waiting: a child still suspended
-        (its request was declined upstream) has its request cancelled and is closed."""
-        for child in self._task_children(handle, serial):
-            with child.lock:
-                waiting = child.record.state == SUSPENDED
-            if waiting:
-                self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=True)
-
-    def _release_slot(self, handle: Handle) -> None:
-        """Give the finished turn's slot to the next queued sibling, if any."""
-        parent = self._tree.parent(handle)
-        if parent is None or parent is self.root:
-            return  # the root caps nothing: its children's turns take no slot
-        jobs = []
-        with parent.lock:
-            record = parent.record
-            with self._atomic(parent):
-                parent.free_slot()
-            cap = self._slot_cap(parent)
-            while record.wake_queue and (cap is None or record.running_children < cap):
-                sibling = self._tree.get(record.wake_queue[0])
-                with sibling.lock, self._atomic(parent, sibling):
-                    parent.drop_wake(sibling.id)
-                    if not sibling.record.queued:
-                        continue
-                    parent.take_slot(cap)
-                    prompt, trace = sibling.dequeue()
-                    jobs.append(self._start_turn(sibling, prompt, trace))
-                    self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        self._dispatch(*jobs)
-
-    # --- wait and delegation --------------------------------------------------------------
 
     def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult:
         """The next result of a busy handle, or the last one of a settled handle.
@@ -621,57 +400,15 @@ class Runtime:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
         return self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
 
-    def _await(self, handle: Handle) -> AgentResult:
+    def settled(self, handle: Handle) -> AgentResult:
         """Wait for a handle to settle, running its turn here if no worker has it."""
         return self._waiter.next_result(handle, None, run_here=True)
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
-        """The child for one ``task`` call: reattached by key within the turn ``serial``,
-        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
-        is not reattached by another call: that repeated call is a retry and runs a fresh
-        child, which the index then names (the same call, replayed after a resume or a
-        crash, still reattaches). A refused spawn is an error result."""
-        key = (agent, prompt)
-        with parent.task_lock:
-            with parent.lock:
-                parent.sync()
-                entry = parent.task_entry(key, serial)
-            child = self._tree.get(entry[0]) if entry is not None else None
-            if child is not None and entry is not None and (not call_id or entry[1] != call_id) and _ended_in_failure(child):
-                child = None
-            if child is None:
-                try:
-                    child = self.spawn(parent, agent)
-                    with parent.lock, self._atomic(parent):
-                        parent.remember_task(key, serial, child.id, call_id)
-                    job = self._wake(child, prompt)  # run by the task call that waits on it,
-                    if job is not None and self._dispatching is not None:
-                        self._dispatch(job)  # or, with a dispatcher, by any worker that claims it first
-                except (SpawnError, HandleClosed) as exc:
-                    return failure(f"cannot delegate to {agent}: {exc}")
-                return child
-        self._tree.event("reattach", child.id, parent=parent.id, state=self.inspect(child).state)
-        return child
+    def resume_below(self, answer: Answer, child: Handle) -> None:
+        self._resume_chain(answer, top=child)
 
-    def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
-        """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
-        if isinstance(child, ToolResult):
-            return child
-        result = self._child_result(child, ctx)
-        if result.status != "pending":
-            self._close_tree(child, "task settled", self._clock() + self._shutdown_s, force=False)
-        return result_as_tool_output(agent, result)
-
-    def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
-        with child.lock:
-            record = child.record
-            answer_fits = ctx.answer is not None and record.pending is not None and ctx.answer.id == record.pending.id
-            if record.state == SUSPENDED and not answer_fits:
-                return record.result  # type: ignore[return-value]
-        if answer_fits:
-            self._resume_chain(ctx.answer, top=child)  # type: ignore[arg-type]
-        return self._await(child)
+    def close_child(self, child: Handle, *, force: bool) -> None:
+        self._closer.close_tree(child, "task settled", self._clock() + self._shutdown_s, force=force)
 
     def agent_tool(self, name: str) -> Tool:
         """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
@@ -690,8 +427,8 @@ class Runtime:
         """
         handle = self.spawn(self.root, name)
         if timeout is None:
-            self._wake(handle, prompt)  # run on this thread by the wait below: no hand-off
-            result = self._await(handle)
+            self._scheduler.wake(handle, prompt)  # run on this thread by the wait below: no hand-off
+            result = self.settled(handle)
         else:
             self.wake(handle, prompt)  # on a worker, so that time can run out on it
             result = self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
@@ -710,48 +447,28 @@ class Runtime:
         """
         handle = self._tree.get(h)
         parent = self._tree.parent(handle)
-        cancelled_request: str | None = None
-        turn: Turn | None = None
-        aborted: int | None = None  # the serial of the turn this interrupt ended
-        settling: Turn | None = None
         locked = (parent, handle) if parent is not None else (handle,)
         with parent.lock if parent is not None else _NOTHING, handle.lock, self._atomic(*locked):
-            record = handle.record
-            if record.state == RUNNING and handle.turn is not None and handle.turn.settling:
-                settling = handle.turn  # finished already: its outcome stands
-            elif record.state == RUNNING:
-                aborted = record.turn_serial
-                # None when the turn is queued, or runs in another process:
-                turn = handle.abort(self._turns.turn_calls(handle.turn) if handle.turn is not None else 0)
-                if self._durable is not None:
-                    self._durable.forget_turn(handle.id, record.turn_serial)
-            elif record.queued and parent is not None:
-                parent.drop_wake(record.id)
-                handle.drop_queued_wake()
-            elif record.state == SUSPENDED and record.pending is not None:
-                cancelled_request = record.pending.id
-        if settling is not None:
+            outcome = handle.interrupt(parent, self._turns.turn_calls)
+        cancelled_request = outcome.request
+        if outcome.settling is not None:
+            settling, record = outcome.settling, handle.record
             with handle.lock:
                 handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._shutdown_s)
                 if record.state == SUSPENDED and record.pending is not None:
                     cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
-        if turn is not None:
-            turn.scope.cancel()
-        if aborted is not None:
-            self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
-            for child in self._task_children(handle, aborted):
+        if outcome.cancel is not None:
+            outcome.cancel.scope.cancel()
+        if outcome.ended is not None:
+            self._scheduler.release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
+            for child in self._delegation.children(handle, outcome.ended):
                 self.interrupt(child)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)
 
-    def _task_children(self, handle: Handle, serial: int) -> list[Handle]:
-        with handle.task_lock:
-            ids = handle.task_children(serial)
-        return [self._tree.get(child_id) for child_id in ids]
-
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        self._tree.unpark(request_id, "cancelled")
+        self._tree.store.unpark(request_id, "cancelled")
         for handle in self._tree.suspended_on(request_id):
             with handle.lock, self._atomic(handle):
                 handle.cancel(request_id)
@@ -768,7 +485,7 @@ class Runtime:
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
         """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
         (an ancestor answering inline) or to the root's child (the host's durable resume)."""
-        origin_id = self._tree.parked(answer.id)
+        origin_id = self._tree.store.parked(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
@@ -782,16 +499,16 @@ class Runtime:
                 held.enter_context(each.lock)
             held.enter_context(self._atomic(*path))
             # The claim, every flip and every slot commit together or not at all.
-            if self._tree.unpark(answer.id, "answered", to_wire(answer)) is None:
+            if self._tree.store.unpark(answer.id, "answered", to_wire(answer)) is None:
                 raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
             for position, handle in enumerate(chain):
                 if not handle.suspended_on(answer.id):
                     continue
-                turn = handle.resume(answer, origin=position == 0, durable=top is None, trace=trace)
+                turn = handle.resume(answer, origin=position == 0, via_idle=top is None, trace=trace)
                 above_it = path[len(chain) - 1 - position]
                 if above_it is not self.root:
                     above_it.take_slot(None)
-                jobs.append(self._begin(handle, turn))
+                jobs.append(self._scheduler.begin(handle, turn))
         self._dispatch(*jobs)
 
     def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
@@ -819,118 +536,14 @@ class Runtime:
         handle = self._tree.get(h)
         threads_by = shutdown.threads_deadline(self._shutdown_s)
         deadline = self._clock() + self._shutdown_s
-        self._close_tree(handle, "closed", deadline, force)
+        self._closer.close_tree(handle, "closed", deadline, force)
         if handle is self.root:
             self._stop_workers(threads_by)
-            if self._durable is not None:
-                self._let_go()
-
-    def _close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
-        with handle.lock, self._atomic(handle):
-            children_ids = handle.begin_closing()
-        if children_ids is None:
-            return
-        children = [self._tree.get(child_id) for child_id in children_ids]
-        for child in children:
-            self._close_tree(child, "parent closed", deadline, force)
-        if not force:
-            with handle.lock:
-                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
-        while True:
-            with handle.lock:  # in memory, an idle handle has nothing to interrupt
-                idle = self._durable is None and handle.record.state == IDLE and not handle.record.queued
-            if not idle:
-                self.interrupt(handle)
-            with handle.lock, self._atomic(handle):
-                state = handle.record.state
-                if state == CLOSED:
-                    return
-                if state == IDLE:
-                    handle.close()
-                    self._tree.event("close", handle.id, reason=reason)
-                    break
-                if state == RUNNING:
-                    # A turn that was already settling (saving its transcript) outlasted the
-                    # interrupt's wait: let its outcome land, then go round again.
-                    handle.changed.wait_for(lambda: handle.record.state != RUNNING)
-                # SUSPENDED: the settling turn ended pending; the next interrupt cancels it.
-        if handle.definition is not None:
-            self._call_user(handle.definition.on_close, handle, reason)
-        self._retire(handle)
-
-    def _retire(self, handle: Handle) -> None:
-        """Let the oldest closed handles leave memory (a state still has them). A task
-        child closed while its parent's turn runs waits for that turn: a repeated call may
-        still reattach to it."""
-        parent = self._tree.parent(handle)
-        if parent is None:
-            return
-        with parent.lock:
-            busy = parent is not self.root and parent.record.state == RUNNING
-        if busy:
-            return
-        for gone in self._tree.retire(handle):
-            try:
-                above = self._tree.parent(gone)
-            except UnknownHandle:  # left memory before its child did
-                above = None
-            if above is not None:
-                with above.lock:
-                    if gone.id in above.record.children:
-                        above.record.children.remove(gone.id)
-            if self._own_transcripts:
-                assert isinstance(self._store, InMemoryStore)
-                self._store.discard(gone.id)
-
-    def _unstarted(self, handle: Handle) -> bool:
-        """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
-        return self._inline and (runnable(handle) or handle.record.queued)
+            self._let_go()
 
     def _stop_workers(self, deadline: float) -> None:
         shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
+        close_resources(tool for definition in self._registry.values() for tool in definition.tools)
 
-    # --- helpers --------------------------------------------------------------------------
-
-    @staticmethod
-    def _call_user(callback: Callable[..., Any] | None, *args: Any) -> None:
-        if callback is None:
-            return
-        try:
-            callback(*args)
-        except Exception:
-            log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)
-
-
-def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` called through a weak reference to its runtime: the parts a runtime hands
-    its own methods to keep no cycle back to it, so reference counting frees a closed
-    runtime at once instead of leaving a whole tree to the cycle collector."""
-    ref = weakref.WeakMethod(method)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        bound = ref()
-        if bound is None:
-            raise ToolnexusError("the runtime is gone")
-        return bound(*args, **kwargs)
-
-    return call
-
-
-def _ancestry(handle_id: str) -> set[str]:
-    parts = handle_id.split("/")
-    return {"/".join(parts[: i + 1]) for i in range(len(parts))}
-
-
-_RETRIED_STATUSES = ("error", "interrupted", "timeout")
-
-#: A context that does nothing: no store transaction without a state, no parent lock at the
-#: root (reentrant, so one serves every use).
+#: A context that does nothing: no parent lock at the root (reentrant, so one serves every use).
 _NOTHING: ContextManager[Any] = contextlib.nullcontext()
-
-
-def _ended_in_failure(child: Handle) -> bool:
-    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
-    with child.lock:
-        child.sync()
-        record = child.record
-        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES

@@ -11,15 +11,12 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from .engine import ModelEngine
 from .handle import Handle
-from .ownership import Ownership
 from .pool import Lent
-
-if TYPE_CHECKING:
-    from .state import StateStore
+from .tree import Ownership, TreeStore
 
 log = logging.getLogger("toolnexus")
 
@@ -59,8 +56,9 @@ def stop_workers(executor: ThreadPoolExecutor | Lent | None, model: ModelEngine,
     model.close()
 
 
-def let_go(ownership: Ownership, owned_store: StateStore | None, shutdown_s: float) -> None:
+def let_go(ownership: Ownership, tree_store: TreeStore, shutdown_s: float) -> None:
     """Stop the heartbeat and drop the owner: the turns left here are orphaned for another
-    runtime to recover. Closes the state store when the runtime opened it itself."""
-    if ownership.let_go(shutdown_s + THREAD_GRACE_S) and owned_store is not None:
-        owned_store.close()
+    runtime to recover. The tree store then lets go too (closing a state store the
+    runtime opened itself)."""
+    if ownership.let_go(shutdown_s + THREAD_GRACE_S):
+        tree_store.let_go(shutdown_s + THREAD_GRACE_S)

@@ -1,17 +1,53 @@
-"""The model-facing ``task`` tool and ``agent_tool``: delegation as an ordinary tool call."""
+"""Delegation: the model-facing ``task`` tool, its mechanics, and ``agent_tool``.
+
+A ``task`` call is spawn, wake, wait and close fused, with the parent's reattachment
+index keyed by ``(agent, prompt)`` within the turn that made the child: a repeated or
+replayed call reattaches to that child (settled ⇒ its result; suspended ⇒ its request;
+running ⇒ wait for it), except that a child which ended in failure is retried with a
+fresh one. Written against ``Team``, the few runtime calls it needs.
+"""
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Protocol
 
-from .data import AgentResult, ToolResult
-from .errors import SpawnError
+from .agentdef import AgentDef
+from .data import AgentResult, Answer, HandleView, ToolResult
+from .errors import HandleClosed, SpawnError
+from .handle import SUSPENDED, Handle
 from .tools import Tool, ToolContext, failure
+from .tree import HandleTree
+from .waiting import runnable
 
-if TYPE_CHECKING:
-    from .handle import Handle
-    from .runtime import Runtime
+
+class Team(Protocol):
+    """The runtime calls delegation makes (``Runtime`` has them)."""
+
+    def definition(self, name: str) -> AgentDef: ...
+
+    def inspect(self, h: Handle | str) -> HandleView: ...
+
+    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult: ...
+
+    def resume(self, answer: Answer) -> None: ...
+
+    def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult: ...
+
+    def close(self, h: Handle | str, force: bool = False) -> None: ...
+
+    def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
+        """Spawn ``agent`` under ``parent``, remember it in the index for turn ``serial``
+        and wake it on ``prompt``, as one unit of work; its turn waits for the caller."""
+
+    def settled(self, child: Handle) -> AgentResult:
+        """The child's next result, running its turn on this thread if nobody has."""
+
+    def resume_below(self, answer: Answer, child: Handle) -> None:
+        """Resume the handles suspended on ``answer`` from the asking one up to ``child``."""
+
+    def close_child(self, child: Handle, *, force: bool) -> None:
+        """Close a settled task child and its subtree."""
 
 TASK_DESCRIPTION = "Delegate a subtask to an isolated subagent."
 
@@ -38,20 +74,99 @@ def task_description(team: dict[str, str]) -> str:
     return f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer. Available agents — {listing}"
 
 
-def _does(rt: Runtime, name: str) -> str | None:
+class Delegation:
+    """The mechanics behind every ``task`` call of one runtime's tree."""
+
+    def __init__(self, team: Team, tree: HandleTree, dispatch: Callable[..., None]) -> None:
+        self._team = team
+        self._tree = tree
+        self._dispatch = dispatch
+
+    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
+        """The child for one ``task`` call: reattached by key within the turn ``serial``,
+        or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
+        is not reattached by another call: that repeated call is a retry and runs a fresh
+        child, which the index then names (the same call, replayed after a resume or a
+        crash, still reattaches). A refused spawn is an error result."""
+        key = (agent, prompt)
+        with parent.task_lock:
+            with parent.lock:
+                parent.sync()
+                entry = parent.task_entry(key, serial)
+            child = self._tree.get(entry.child) if entry is not None else None
+            if child is not None and entry is not None and (not call_id or entry.call != call_id) and _ended_in_failure(child):
+                child = None
+            if child is None:
+                try:
+                    return self._team.spawn_woken(parent, agent, prompt, serial, call_id)
+                except (SpawnError, HandleClosed) as exc:
+                    return failure(f"cannot delegate to {agent}: {exc}")
+        self._tree.event("reattach", child.id, parent=parent.id, state=self._team.inspect(child).state)
+        return child
+
+    def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
+        """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
+        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
+        if isinstance(child, ToolResult):
+            return child
+        result = self._child_result(child, ctx)
+        if result.status != "pending":
+            self._team.close_child(child, force=False)
+        return result_as_tool_output(agent, result)
+
+    def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
+        with child.lock:
+            record = child.record
+            answer_fits = ctx.answer is not None and record.pending is not None and ctx.answer.id == record.pending.id
+            if record.state == SUSPENDED and not answer_fits:
+                return record.result  # type: ignore[return-value]
+        if answer_fits:
+            self._team.resume_below(ctx.answer, child)  # type: ignore[arg-type]
+        return self._team.settled(child)
+
+    def children(self, handle: Handle, serial: int) -> list[Handle]:
+        """The task children the turn ``serial`` of ``handle`` made."""
+        with handle.task_lock:
+            ids = handle.task_children(serial)
+        return [self._tree.get(child_id) for child_id in ids]
+
+    def hand_over(self, handle: Handle, serial: int) -> None:
+        """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended
+        before waiting on it (a failure, an interrupt), a worker runs it instead."""
+        for child in self.children(handle, serial):
+            with child.lock:
+                job = child.turn.job if runnable(child) else None  # type: ignore[union-attr]
+            if job is not None:
+                self._dispatch(job)
+
+    def retire(self, handle: Handle, serial: int) -> None:
+        """A finished turn leaves no delegated child waiting: a child still suspended
+        (its request was declined upstream) has its request cancelled and is closed."""
+        for child in self.children(handle, serial):
+            with child.lock:
+                waiting = child.record.state == SUSPENDED
+            if waiting:
+                self._team.close_child(child, force=True)
+
+    def task_tool(self, parent: Handle, serial: int) -> Tool:
+        """The ``task`` tool for one turn (``serial``) of ``parent``."""
+        return task_tool(self, self._team, parent, serial)
+
+
+def _does(team: Team, name: str) -> str | None:
     try:
-        return rt.definition(name).does
+        return team.definition(name).does
     except SpawnError:
         return None
 
 
-def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
+def task_tool(delegation: Delegation, team: Team, parent: Handle, serial: int) -> Tool:
     """The ``task`` tool for one turn (``serial``) of ``parent``."""
     members = parent.definition.team_names
     # A team name missing from the registry is still a member: calling it gives an
     # ``unknown agent`` error result (from spawn), not a failed turn.
-    known = {name: _does(rt, name) for name in members}
-    team = {name: does for name, does in known.items() if does is not None}
+    known = {name: _does(team, name) for name in members}
+    known_team = {name: does for name, does in known.items() if does is not None}
 
     def refusal(args: dict[str, Any]) -> ToolResult | None:
         agent, prompt = args.get("agent"), args.get("prompt")
@@ -64,17 +179,17 @@ def task_tool(rt: Runtime, parent: Handle, serial: int) -> Tool:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Any:
         # In call order: spawn and wake (or find) the child, so ids follow call order.
         if refusal(args) is None:
-            return rt.task_child(parent, serial, args["agent"], args["prompt"], ctx.call_id or "")
+            return delegation.task_child(parent, serial, args["agent"], args["prompt"], ctx.call_id or "")
         return None
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         refused = refusal(args)
         if refused is not None:
             return refused
-        return rt.delegate(parent, serial, args["agent"], args["prompt"], ctx)
+        return delegation.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
     # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
-    return Tool("task", task_description(team), task_schema(list(members)), execute, source="agent", prepare=prepare, retry="safe")
+    return Tool("task", task_description(known_team), task_schema(list(members)), execute, source="agent", prepare=prepare, retry="safe")
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
@@ -86,7 +201,7 @@ def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
     return ToolResult(output=text, is_error=result.is_error, metadata=metadata)
 
 
-def agent_tool(rt: Runtime, name: str) -> Tool:
+def agent_tool(rt: Team, name: str) -> Tool:
     """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close.
 
     A run that ends pending suspends the calling tool with the agent's request; the retry
@@ -116,3 +231,14 @@ def agent_tool(rt: Runtime, name: str) -> Tool:
 
     schema = {"type": "object", "properties": {"prompt": {"type": "string", "description": "What to do"}}, "required": ["prompt"]}
     return Tool(name, definition.does, schema, execute, source="agent")
+
+
+_RETRIED_STATUSES = ("error", "interrupted", "timeout")
+
+
+def _ended_in_failure(child: Handle) -> bool:
+    """Whether a task child settled on an outcome worth a retry rather than a reattach."""
+    with child.lock:
+        child.sync()
+        record = child.record
+        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES

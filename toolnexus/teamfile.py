@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import attrs
 
-from .agent import AgentDef, check_name
+from . import mcp
+from .agentdef import AgentDef, check_name
 from .engine import REFUSED_PARAMS
 from .data import Budget
 from .errors import ConfigError, ToolnexusError, WireError
@@ -38,11 +39,20 @@ class Team:
     registry: dict[str, AgentDef]
     #: Where runs are kept (``[state] path``, relative to the team file), if anywhere.
     state: str | None = None
+    #: The MCP servers of ``[agents.NAME.mcp.SERVER]`` tables, connected (their tools listed).
+    servers: tuple[mcp.MCPServer, ...] = ()
+
+    def close(self) -> None:
+        """Close every MCP server of the team file (a runtime given its tools closes them too)."""
+        for server in self.servers:
+            server.close()
 
 
 _TOP_KEYS = ("entry", "connection", "agents", "state")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
-_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools")
+_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp")
+_STDIO_KEYS = ("command", "env", "cwd", "timeout_s")
+_HTTP_KEYS = ("url", "headers", "timeout_s")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
 STYLES = ("openai", "anthropic")
 #: ``api_key_env`` may only name a variable that holds a key: upper case, ending in
@@ -107,7 +117,13 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     if not isinstance(agents, dict) or not agents:
         raise fail("no agents: define at least one [agents.NAME] table")
     base = os.path.dirname(os.path.abspath(path))
-    registry = {name: _agent_def(name, spec, base, fail) for name, spec in agents.items()}
+    servers: list[mcp.MCPServer] = []
+    try:
+        registry = {name: _agent_def(name, spec, base, fail, servers) for name, spec in agents.items()}
+    except BaseException:
+        for server in servers:
+            server.close()
+        raise
     for name, definition in registry.items():
         for member in definition.team:
             if member not in registry:
@@ -119,7 +135,7 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
         entry = next(iter(registry))
     if not isinstance(entry, str) or entry not in registry:
         raise fail(f"entry {entry!r} is not defined (agents: {', '.join(sorted(registry))})")
-    return Team(entry=entry, connection=dict(connection), registry=registry, state=_state_path(data.get("state"), base, fail))
+    return Team(entry=entry, connection=dict(connection), registry=registry, state=_state_path(data.get("state"), base, fail), servers=tuple(servers))
 
 
 def _state_path(section: Any, base: str, fail: Callable[[str], TeamFileError]) -> str | None:
@@ -175,7 +191,7 @@ def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Ca
         raise fail(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
 
 
-def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileError]) -> AgentDef:
+def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]) -> AgentDef:
     where = f"[agents.{name}]"
     if not isinstance(spec, dict):
         raise fail(f"{where} must be a table")
@@ -206,6 +222,7 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
         raise fail(f'{where}: tools must be a list of "module:attribute" strings')
     try:
         check_name(name)
+        own = [_import_tool(ref, base, where, fail) for ref in tools]
         return AgentDef(
             name,
             does,
@@ -213,7 +230,7 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
             model=spec.get("model", "inherit"),
             team=tuple(team),
             budget=budget,
-            tools=tuple(_import_tool(ref, base, where, fail) for ref in tools),
+            tools=(*own, *_mcp_tools(name, spec.get("mcp"), base, fail, servers)),
         )
     except ConfigError as exc:
         raise fail(f"{where}: {exc}") from None
@@ -238,3 +255,49 @@ def _import_tool(ref: str, base: str, where: str, fail: Callable[[str], TeamFile
     if callable(value):
         return tool(value)
     raise fail(f"{where}: {ref!r} is neither a Tool nor a function")
+
+
+def _mcp_tools(agent: str, tables: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]) -> list[Tool]:
+    """``[agents.NAME.mcp.SERVER]``: ``command`` (and ``env``, ``cwd``) or ``url`` (and
+    ``headers``), each server connected now and its tools given to the agent."""
+    if tables is None:
+        return []
+    if not isinstance(tables, dict):
+        raise fail(f"[agents.{agent}.mcp] must hold tables, e.g. [agents.{agent}.mcp.files]")
+    tools: list[Tool] = []
+    for label, spec in tables.items():
+        where = f"[agents.{agent}.mcp.{label}]"
+        server = _mcp_server(label, spec, base, where, fail)
+        servers.append(server)
+        try:
+            tools.extend(server.tools())
+        except mcp.MCPError as exc:
+            raise fail(f"{where}: {exc}") from None
+    return tools
+
+
+def _mcp_server(label: str, spec: Any, base: str, where: str, fail: Callable[[str], TeamFileError]) -> mcp.MCPServer:
+    if not isinstance(spec, dict) or ("command" in spec) == ("url" in spec):
+        raise fail(f'{where} needs command = ["program", "arg"...] or url = "http://..." (one of them)')
+    _unknown(spec, _STDIO_KEYS if "command" in spec else _HTTP_KEYS, where, fail)
+    timeout = spec.get("timeout_s", 30)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise fail(f"{where}: timeout_s must be a positive number of seconds")
+    try:
+        if "url" in spec:
+            if not isinstance(spec["url"], str) or not _string_table(spec.get("headers", {})):
+                raise fail(f"{where}: url must be a string and headers a table of strings")
+            return mcp.http(spec["url"], headers=spec.get("headers"), timeout_s=timeout, name=label)
+        command, cwd = spec["command"], spec.get("cwd")
+        if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
+            raise fail(f"{where}: command must be a list of strings, e.g. [\"npx\", \"-y\", \"some-server\"]")
+        if not _string_table(spec.get("env", {})) or (cwd is not None and not isinstance(cwd, str)):
+            raise fail(f"{where}: env must be a table of strings and cwd a string")
+        folder = os.path.join(base, cwd) if cwd is not None else base
+        return mcp.stdio(command, env=spec.get("env"), cwd=folder, timeout_s=timeout, name=label)
+    except ConfigError as exc:
+        raise fail(f"{where}: {exc}") from None
+
+
+def _string_table(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(key, str) and isinstance(each, str) for key, each in value.items())

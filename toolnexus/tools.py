@@ -10,6 +10,7 @@ from typing import Any, Callable, overload
 import attrs
 
 from . import _schema
+from ._cancel import CancelEvent
 from .data import Answer, Request, ToolResult
 from .errors import ConfigError
 
@@ -54,7 +55,7 @@ class ToolContext:
     """
 
     answer: Answer | None = None
-    cancelled: threading.Event = attrs.field(factory=threading.Event)
+    cancelled: threading.Event = attrs.field(factory=CancelEvent)
     handle_id: str | None = None
     call_id: str | None = None
     idempotency_key: str | None = None
@@ -75,6 +76,9 @@ class Tool:
     before its process died: ``"never"`` (not run again; the model gets an ``in doubt``
     error), ``"safe"`` (run again, with the same ``ctx.idempotency_key``) or ``"ask"`` (the
     turn suspends on a ``Request`` of kind ``"retry"``).
+
+    ``resource`` is what the tool belongs to when that must be closed (an MCP server, an
+    object with ``close()``): a runtime or client given the tool closes it when it closes.
     """
 
     name: str
@@ -84,6 +88,7 @@ class Tool:
     source: str = "native"
     prepare: Callable[[dict[str, Any], ToolContext], Any] | None = attrs.field(default=None, repr=False)
     retry: str = "never"
+    resource: Any = attrs.field(default=None, repr=False, eq=False)
 
     def __init__(
         self,
@@ -94,6 +99,7 @@ class Tool:
         source: str = "native",
         prepare: Callable[[dict[str, Any], ToolContext], Any] | None = None,
         retry: str = "never",
+        resource: Any = None,
     ) -> None:
         if retry not in RETRY_OPTIONS:
             raise ConfigError(f"tool {name!r}: retry must be one of {', '.join(RETRY_OPTIONS)}, not {retry!r}")
@@ -105,6 +111,7 @@ class Tool:
             source=source,
             prepare=prepare,
             retry=retry,
+            resource=resource,
         )
 
 

@@ -1,48 +1,277 @@
-"""The handle tree: every handle by id, the index of parked requests, and the event log.
+"""The handle tree: the runtime's table of handles over one tree store.
 
-One leaf lock guards all three: nothing else is acquired while it is held (not even the
-state store's lock), so any code may take it, even while holding a handle's lock. Handles
-are never removed (a closed handle stays queryable), so a handle looked up once stays
-valid. With a durable state the table is a cache: a handle another process made is
-loaded on first use, and requests and events live in the state.
+``TreeStore`` is the one seam between "in memory" and "in a state": where the records,
+the parked requests, the event log, the transcripts and a turn's kept documents live,
+and what one unit of work (``change``) commits. ``MemoryTree`` keeps them in this process;
+``stored.StoredTree`` keeps them as rows of one ``runtime_id`` in a state store. The
+runtime picks one when it is built and never asks which it has.
+
+``HandleTree`` caches the handles by id over either: a handle another process made is
+loaded on first use; closed handles leave the cache, oldest first, past ``keep_closed``.
+Its table lock is a leaf: nothing else is acquired while it is held (not even a store's
+lock), so any code may take it, even while holding a handle's lock.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, ContextManager, Iterator, Protocol
 
-from .errors import UnknownHandle
 from .data import Request
-from .handle import Handle
-
-if TYPE_CHECKING:
-    from .state import DurableTree
-
+from .errors import ConfigError, UnknownHandle
+from .handle import Handle, Turn
+from .record import HandleRecord, Resume
+from .store import ConversationStore, InMemoryStore
 
 #: Events kept in memory (a state keeps them all).
 MAX_EVENTS = 10_000
 
 
-class HandleTree:
-    """The runtime's table of handles, rooted at ``root``."""
+class Ownership(Protocol):
+    """A runtime's claim on the turns it runs (see ``ownership.py`` for a stored tree's)."""
 
-    def __init__(
-        self,
-        root: Handle,
-        durable: DurableTree | None = None,
-        load: Callable[[str], Handle | None] | None = None,
-        keep_closed: int = 1000,
-    ) -> None:
+    @property
+    def letting_go(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def recover(self, handle_id: str) -> bool: ...
+
+    def let_go(self, join_timeout: float) -> bool: ...
+
+
+class TreeStore(Protocol):
+    """Where one tree lives. Every method is safe from any thread; those named "(lock
+    held)" are called with the handle's lock held, and take only leaf locks."""
+
+    runtime_id: str
+    #: The handles' transcripts (conversation id = handle id).
+    conversations: ConversationStore
+    #: Whether the tree outlives its runtime (leaving a ``with`` block then releases it
+    #: for another runtime, instead of closing it).
+    lasting: bool
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
+        """One unit of work around a change to ``handles`` (their locks held): nested
+        units join the outermost, which commits. ``dirty=False`` only joins (and, in a
+        stored tree, re-reads rows another process changed)."""
+
+    def sync(self, handle: Handle) -> None:
+        """Re-read ``handle``'s record if another process changed it (lock held)."""
+
+    def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
+        """The root: the kept one when the store holds this tree already, else ``fresh``."""
+
+    def load(self, handle_id: str) -> HandleRecord | None:
+        """A record this process does not have in memory (made elsewhere, or dropped)."""
+
+    def children(self, handle: Handle) -> list[str]:
+        """Child ids in spawn order (all of them, also those that left memory)."""
+
+    # --- a turn's documents, written once each: its input, its resume, its checkpoint ----
+
+    def keep_turn(self, handle: Handle, turn: Turn) -> None:
+        """Keep what another process needs to take ``turn`` over (lock held, in its unit)."""
+
+    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]:
+        """The kept input and resume of a running turn."""
+
+    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None:
+        """Keep where a suspended turn stopped (lock held, in its unit)."""
+
+    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]:
+        """A suspended turn's input and checkpoint."""
+
+    def forget_turn(self, handle_id: str, serial: int) -> None:
+        """The turn settled or was dropped: nothing will replay it."""
+
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> Any:
+        """The turn's journal (``loop.Journal``), or ``None`` when nothing outlives the process."""
+
+    def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> ContextManager[Callable[[], None]]:
+        """Save a settling turn's transcript: around the outcome's commit, the block
+        calls what it yields inside that unit (a stored tree commits the transcript with
+        the outcome; in memory it is saved before the block, outside every lock, as the
+        host's conversation store may be any code)."""
+
+    # --- parked requests, the event log ----------------------------------------------------
+
+    def park(self, request: Request, handle_id: str) -> None: ...
+
+    def parked(self, request_id: str) -> str | None: ...
+
+    def unpark(self, request_id: str, outcome: str, answer: Any = None) -> str | None:
+        """Close ``request_id`` at most once (across processes too); the handle that was
+        waiting on it, or ``None`` when it was not open."""
+
+    def suspended_on(self, request_id: str, table: Callable[[], list[Handle]]) -> list[str]:
+        """The ids of every handle whose pending request is ``request_id``."""
+
+    def open_requests(self) -> list[Request]: ...
+
+    def event(self, event: dict[str, Any]) -> None: ...
+
+    def events(self) -> list[dict[str, Any]]: ...
+
+    # --- waiting, letting go -----------------------------------------------------------------
+
+    def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
+        """Wait for a change to ``handle`` (lock held, released while waiting): ``here``
+        when this process runs its turn and will notify."""
+
+    def forget_handle(self, handle_id: str) -> None:
+        """``handle_id`` left the runtime's memory."""
+
+    def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership: ...
+
+    def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str) -> Any:
+        """The runtime's side of a dispatcher (``dispatch.Dispatching``): turns that any
+        process of the tree may run."""
+
+    def let_go(self, join_timeout: float) -> None:
+        """The runtime is done with the tree (closed or released)."""
+
+
+_NOTHING: ContextManager[Any] = contextlib.nullcontext()
+
+
+class _Solo:
+    """The ownership of a tree only this runtime can see: nothing to register or recover."""
+
+    letting_go = False
+
+    def start(self) -> None:
+        pass
+
+    def recover(self, handle_id: str) -> bool:
+        return False
+
+    def let_go(self, join_timeout: float) -> bool:
+        return True
+
+
+class MemoryTree:
+    """A tree that lives and ends with its runtime. ``conversations`` is the host's
+    store, or an in-memory one the tree owns (and prunes as handles leave memory)."""
+
+    runtime_id = "memory"
+    lasting = False
+
+    def __init__(self, conversations: ConversationStore | None = None) -> None:
+        self._own_transcripts = conversations is None
+        self.conversations: ConversationStore = conversations if conversations is not None else InMemoryStore()
+        self._lock = threading.Lock()  # guards: _parked, _events, _checkpoints (a leaf lock)
+        self._parked: dict[str, tuple[str, Request]] = {}  # request id -> the asking handle, its request
+        self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
+        self._checkpoints: dict[tuple[str, int, int], tuple[str, list[dict[str, Any]] | None]] = {}
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
+        return _NOTHING
+
+    def sync(self, handle: Handle) -> None:
+        pass
+
+    def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
+        return make(fresh)
+
+    def load(self, handle_id: str) -> HandleRecord | None:
+        return None
+
+    def children(self, handle: Handle) -> list[str]:
+        with handle.lock:
+            return list(handle.record.children)
+
+    def keep_turn(self, handle: Handle, turn: Turn) -> None:
+        pass  # the live turn is all there is: no other process takes it over
+
+    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]:
+        raise LookupError(f"{handle_id}: a turn in memory has no kept documents")
+
+    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None:
+        with self._lock:
+            self._checkpoints[(handle_id, serial, segment)] = (input, checkpoint)
+
+    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]:
+        with self._lock:
+            return self._checkpoints.get((handle_id, serial, segment), ("", None))
+
+    def forget_turn(self, handle_id: str, serial: int) -> None:
+        with self._lock:
+            if self._checkpoints:
+                for key in [key for key in self._checkpoints if key[0] == handle_id and key[1] == serial]:
+                    del self._checkpoints[key]
+
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> Any:
+        return None
+
+    @contextlib.contextmanager
+    def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> Iterator[Callable[[], None]]:
+        self.conversations.save(handle_id, messages)
+        yield _saved
+
+    def park(self, request: Request, handle_id: str) -> None:
+        with self._lock:
+            self._parked.setdefault(request.id, (handle_id, request))
+
+    def parked(self, request_id: str) -> str | None:
+        with self._lock:
+            found = self._parked.get(request_id)
+        return found[0] if found is not None else None
+
+    def unpark(self, request_id: str, outcome: str, answer: Any = None) -> str | None:
+        with self._lock:
+            found = self._parked.pop(request_id, None)
+        return found[0] if found is not None else None
+
+    def suspended_on(self, request_id: str, table: Callable[[], list[Handle]]) -> list[str]:
+        return [handle.id for handle in table() if handle.record.pending is not None and handle.record.pending.id == request_id]
+
+    def open_requests(self) -> list[Request]:
+        with self._lock:
+            return [request for _, request in self._parked.values()]
+
+    def event(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._events.append(event)
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(event) for event in self._events]
+
+    def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
+        handle.changed.wait(timeout)  # every change happens in this process, and notifies
+
+    def forget_handle(self, handle_id: str) -> None:
+        if self._own_transcripts:
+            assert isinstance(self.conversations, InMemoryStore)
+            self.conversations.discard(handle_id)
+
+    def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
+        return _Solo()
+
+    def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str) -> Any:
+        raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
+
+    def let_go(self, join_timeout: float) -> None:
+        pass
+
+
+def _saved() -> None:
+    """Nothing left to save inside the unit: the transcript is saved already."""
+
+
+class HandleTree:
+    """The runtime's table of handles, rooted at ``root``, over one tree store."""
+
+    def __init__(self, store: TreeStore, root: Handle, load: Callable[[HandleRecord], Handle], keep_closed: int = 1000) -> None:
+        self.store = store
         self.root = root
-        self._durable = durable
         self._load = load
         self._keep_closed = keep_closed
-        self._lock = threading.Lock()  # guards: _handles, _parked, _events, _closed (a leaf lock)
+        self._lock = threading.Lock()  # guards: _handles, _closed (a leaf lock)
         self._handles: dict[str, Handle] = {root.id: root}
-        self._parked: dict[str, str] = {}  # request id -> the handle whose own tool asked
-        self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
         self._closed: collections.deque[str] = collections.deque()  # retired handles, oldest first
 
     def __len__(self) -> int:
@@ -53,11 +282,11 @@ class HandleTree:
         handle_id = h.id if isinstance(h, Handle) else h
         with self._lock:
             handle = self._handles.get(handle_id)
-        if handle is None and self._load is not None:
-            loaded = self._load(handle_id)
-            if loaded is not None:
+        if handle is None:
+            record = self.store.load(handle_id)
+            if record is not None:
                 with self._lock:
-                    handle = self._handles.setdefault(handle_id, loaded)
+                    handle = self._handles.setdefault(handle_id, self._load(record))
         if handle is None:
             raise UnknownHandle(f"no handle {handle_id!r}")
         return handle
@@ -84,15 +313,15 @@ class HandleTree:
     def walk(self, handle: Handle) -> Iterator[Handle]:
         """``handle`` and its subtree in pre-order, children in spawn order."""
         yield handle
-        for child_id in self.children(handle):
+        for child_id in self.store.children(handle):
             yield from self.walk(self.get(child_id))
 
-    def children(self, handle: Handle) -> list[str]:
-        """Child ids in spawn order: from the state when there is one (it keeps them all)."""
-        if self._durable is not None:
-            return self._durable.children(handle.id)
-        with handle.lock:
-            return list(handle.record.children)
+    def suspended_on(self, request_id: str) -> list[Handle]:
+        """Every handle whose pending request is ``request_id``."""
+        return [self.get(handle_id) for handle_id in self.store.suspended_on(request_id, self.all)]
+
+    def event(self, kind: str, handle_id: str, **fields: Any) -> None:
+        self.store.event({"event": kind, "handle": handle_id, **fields})
 
     # --- bounded memory: closed handles leave the table, oldest first ----------------------
 
@@ -122,50 +351,3 @@ class HandleTree:
                 found.append(child_id)
                 found.extend(self._closed_below(child))
         return found
-
-    # --- parked requests: which handle's own tool asked, by request id ------------------
-
-    def park(self, request: Request, handle_id: str) -> None:
-        """Remember the deepest handle waiting on ``request`` (children settle first)."""
-        if self._durable is not None:
-            self._durable.open_request(request, handle_id)
-            return
-        with self._lock:
-            self._parked.setdefault(request.id, handle_id)
-
-    def parked(self, request_id: str) -> str | None:
-        """The deepest handle waiting on ``request_id``, if it is still open."""
-        if self._durable is not None:
-            return self._durable.parked(request_id)
-        with self._lock:
-            return self._parked.get(request_id)
-
-    def unpark(self, request_id: str, outcome: str = "answered", answer: Any = None) -> str | None:
-        """Close ``request_id`` (at most once, across processes too); the handle that was
-        waiting on it, or ``None`` when it was not open."""
-        if self._durable is not None:
-            return self._durable.claim(request_id, outcome, answer)
-        with self._lock:
-            return self._parked.pop(request_id, None)
-
-    def suspended_on(self, request_id: str) -> list[Handle]:
-        """Every handle whose pending request is ``request_id``."""
-        if self._durable is not None:
-            return [self.get(handle_id) for handle_id in self._durable.suspended_on(request_id)]
-        return [handle for handle in self.all() if handle.record.pending is not None and handle.record.pending.id == request_id]
-
-    # --- the event log --------------------------------------------------------------------
-
-    def event(self, kind: str, handle_id: str, **fields: Any) -> None:
-        event = {"event": kind, "handle": handle_id, **fields}
-        if self._durable is not None:
-            self._durable.event(event)
-            return
-        with self._lock:
-            self._events.append(event)
-
-    def events(self) -> list[dict[str, Any]]:
-        if self._durable is not None:
-            return self._durable.events()
-        with self._lock:
-            return [dict(event) for event in self._events]

@@ -7,31 +7,27 @@ handle takes that handle's lock for a moment and never holds it across the model
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
-import attrs
 
 from . import budget as budgets, loop, tracing
-from .agent import AgentDef
-from .data import AgentResult, ModelReply, RunResult, ToolCall, ToolResult, Usage
+from .agentdef import AgentDef
+from .data import AgentResult, RunResult, Usage
 from .errors import Cancelled
-from .handle import RUNNING, Handle, Turn
+from .handle import Handle, Turn
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
 from ._cancel import TurnGate
-from .wire import to_wire
 
 if TYPE_CHECKING:
-    from .state import DurableTree
+    from .tree import TreeStore
 
 log = logging.getLogger("toolnexus")
 
@@ -53,9 +49,9 @@ class TurnRunner:
         clock: Callable[[], float],
         lineage: Callable[[Handle], Iterator[Handle]],
         task_tool: Callable[[Handle, int], Tool],
-        nonce: str = "",
-        durable: DurableTree | None = None,
-        owner: str | None = None,
+        nonce: str,
+        tree_store: TreeStore,
+        owner: str,
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace: tracing.Tracer = tracing.OFF,
     ) -> None:
@@ -71,7 +67,7 @@ class TurnRunner:
         self._lineage = lineage
         self._task_tool = task_tool
         self._nonce = nonce
-        self._durable = durable
+        self._tree_store = tree_store
         self._owner = owner
         self._around_tool = around_tool
         self._emitters_lock = threading.Lock()  # guards: _emitters
@@ -95,15 +91,15 @@ class TurnRunner:
         definition: AgentDef = handle.definition
         spent = self.chain_limit(handle)
         if spent is not None:
-            text = f"{loop.LIMIT_TEXT[spent]} on the ancestor chain of {handle.id}"
+            text = budgets.on_chain(spent, handle.id)
             return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
             toolkit.register(self._task_tool(handle, turn.serial))
         if turn.resume is not None:
-            checkpoint, pending, answer = turn.resume
-            run = loop.resume(self.engine, spec, toolkit, checkpoint, pending, answer)
+            resume = turn.resume
+            run = loop.resume(self.engine, spec, toolkit, resume.checkpoint, resume.request, resume.answer)
         else:
             history = self._store.get(handle.id) or []
             messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
@@ -162,9 +158,7 @@ class TurnRunner:
             handle_id=handle.id,
             on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
             on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
-            journal=DurableJournal(handle, turn, self._durable, self._lineage, self._owner, lambda: self._count_call(turn))
-            if self._durable is not None and self._owner
-            else None,
+            journal=self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn)),
             call_key=call_key(self._nonce, handle.id, turn.serial),
             around_tool=self._around_tool,
             trace=self.trace,
@@ -205,19 +199,15 @@ class TurnRunner:
                 each.charge_tool_calls(count, own=each is handle)
 
     def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
-        """Checked before every model call: the handle's own carve and wall clock, and (with
-        a durable state) whether another process interrupted or took over the turn."""
+        """Checked before every model call: the handle's own carve and wall clock, and
+        whether the turn is still this runtime's (another process may have interrupted it
+        or taken it over)."""
         with handle.lock:
             record = handle.record
-            if self._durable is not None:
-                handle.sync()
-                if record.state != RUNNING or record.turn_owner != self._owner:
-                    raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
-            spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls)
-        wall = record.budget.max_wall_ms
-        if spent is None and wall is not None and (self._clock() - turn.started) * 1000 >= wall:
-            return "maxWallMs"
-        return spent
+            handle.sync()
+            if not handle.owned_by(self._owner):
+                raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
+            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started)
 
     def chain_limit(self, handle: Handle) -> str | None:
         """The live walk before every wake and spawn: any spent pool on the chain (with a
@@ -231,103 +221,6 @@ class TurnRunner:
         return None
 
 
-class DurableJournal:
-    """A turn's journal in the durable state: each model reply and tool result commits
-    together with its ledger charge, fenced by the turn's owner (a process whose turn was
-    taken over cannot record anything more)."""
-
-    def __init__(
-        self,
-        handle: Handle,
-        turn: Turn,
-        durable: DurableTree,
-        lineage: Callable[[Handle], Iterator[Handle]],
-        owner: str,
-        counted: Callable[[], None],
-    ) -> None:
-        self._handle = handle
-        self._counted = counted  # one model call of the turn (asked now, or served again)
-        self._serial = turn.serial
-        self._segment = turn.segment
-        self._durable = durable
-        self._lineage = lineage
-        self._owner = owner
-
-    def model_reply(self, step: int) -> ModelReply | None:
-        found = self._durable.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
-        if found is None or found[0] != "done":
-            return None
-        self._counted()
-        data = found[1]
-        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
-        return ModelReply(
-            message=data["message"],
-            text=data["text"],
-            tool_calls=calls,
-            usage=Usage(**data["usage"]),
-            finish_reason=data.get("finish_reason"),
-            truncated=data.get("truncated", False),
-        )
-
-    def record_model(self, step: int, reply: ModelReply) -> None:
-        payload = {
-            "message": reply.message,
-            "text": reply.text,
-            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
-            "usage": attrs.asdict(reply.usage),
-            "finish_reason": reply.finish_reason,
-            "truncated": reply.truncated,
-        }
-        self._counted()
-        with self._ledger() as chain:
-            self._durable.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
-            self._handle.charge_model_call()
-            for each in chain:
-                each.charge_tokens(reply.usage.total_tokens)
-
-    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
-        found: dict[str, ToolResult | None] = {}
-        for call_id in call_ids:
-            row = self._durable.journal_get(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
-            if row is None:
-                continue
-            status, data = row
-            found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata")) if status == "done" else None
-        return found
-
-    def tools_started(self, call_ids: list[str]) -> None:
-        with self._handle.lock, self._durable.change(self._handle, dirty=False):
-            self._fence()
-            for call_id in call_ids:
-                self._durable.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "started", None)
-
-    def tool_done(self, call_id: str, result: ToolResult) -> None:
-        with self._ledger() as chain:
-            if result.pending is not None:  # a question, not an effect: asked again on replay
-                self._durable.journal_drop(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
-            else:
-                payload = {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)}
-                self._durable.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "done", payload)
-            for each in chain:
-                each.charge_tool_calls(1, own=each is self._handle)
-
-    @contextlib.contextmanager
-    def _ledger(self) -> Iterator[list[Handle]]:
-        """The handle and its ancestors, locked root first, in one transaction."""
-        chain = list(self._lineage(self._handle))
-        with contextlib.ExitStack() as held:
-            for each in reversed(chain):
-                held.enter_context(each.lock)
-            held.enter_context(self._durable.change(*reversed(chain), dirty=False))
-            self._fence()
-            yield chain
-
-    def _fence(self) -> None:
-        record = self._handle.record
-        if record.state != RUNNING or record.turn_owner != self._owner:
-            raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
-
-
 def call_key(nonce: str, handle_id: str, serial: int) -> Callable[[str], str]:
     """Idempotency keys for the calls of one turn: stable across retries and recovery."""
 
@@ -336,10 +229,3 @@ def call_key(nonce: str, handle_id: str, serial: int) -> Callable[[str], str]:
         return f"tn-{digest[:40]}"
 
     return key
-
-
-def _plain(metadata: dict[str, Any] | None) -> Any:
-    """Metadata as JSON data (anything else is kept as its string form)."""
-    if metadata is None:
-        return None
-    return json.loads(json.dumps(to_wire(metadata), default=str))

@@ -2,9 +2,10 @@
 ``run_agent`` and the ``task`` tool.
 
 A waiting thread never just blocks on a turn nobody has started: it runs that turn
-itself (caller-runs), so blocked parents cannot starve their children of workers. With a
-durable state, a turn owned by another process is watched through the state's change
-notifications, re-read at least every ``_REMOTE_POLL_S``.
+itself (caller-runs), so blocked parents cannot starve their children of workers. How it
+learns of a change is the tree store's (``TreeStore.wait``): a turn of this process
+notifies the handle's condition; a turn owned by another process is watched through the
+state's change notifications.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 from . import _jobs
 from .data import AgentResult
@@ -21,11 +22,8 @@ from .handle import CLOSED, Handle, Turn, closed_result
 from .tree import HandleTree
 from .turns import TurnRunner
 
-if TYPE_CHECKING:
-    from .state import DurableTree
-
-#: How long a wait on a turn owned by another process goes without re-reading the state.
-_REMOTE_POLL_S = 0.25
+#: How often a waiter that helps with queued turns looks for a queued sibling to run.
+_LOOK_AGAIN_S = 0.25
 
 
 class Waiter:
@@ -37,7 +35,6 @@ class Waiter:
         tree: HandleTree,
         turns: TurnRunner,
         dispatching: Dispatching | None,
-        durable: DurableTree | None,
         clock: Callable[[], float],
         run_turn: Callable[[Handle, Turn], None],
         interrupt: Callable[[Handle], None],
@@ -46,7 +43,6 @@ class Waiter:
         self._tree = tree
         self._turns = turns
         self._dispatching = dispatching
-        self._durable = durable
         self._clock = clock
         self._run_turn = run_turn
         self._interrupt = interrupt
@@ -65,7 +61,7 @@ class Waiter:
             if record.result is not None and not handle.busy:
                 return record.result
             since = record.settled
-        looked = -_REMOTE_POLL_S  # when this thread last found no queued sibling to run
+        looked = -_LOOK_AGAIN_S  # when this thread last found no queued sibling to run
         while True:
             with handle.lock:
                 handle.sync()
@@ -81,11 +77,10 @@ class Waiter:
             owner = handle
             if behind:
                 owner, job = self._slot_holder(handle)
-            if job is None and helper is not None and time.monotonic() - looked >= _REMOTE_POLL_S:
+            if job is None and helper is not None and time.monotonic() - looked >= _LOOK_AGAIN_S:
                 job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
-                looked = time.monotonic() if job is None else -_REMOTE_POLL_S  # none queued: look again later
+                looked = time.monotonic() if job is None else -_LOOK_AGAIN_S  # none queued: look again later
             if job is None:
-                remote = False
                 with handle.lock:
                     if record.settled > since or record.state == CLOSED or (run_here and runnable(handle)):
                         continue  # changed while the siblings were looked at
@@ -93,18 +88,8 @@ class Waiter:
                     if remaining is not None and remaining <= 0:
                         turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
-                    poll = _REMOTE_POLL_S if remaining is None else min(remaining, _REMOTE_POLL_S)
-                    if self._durable is None:
-                        handle.changed.wait(remaining)  # every change notifies
-                    elif helper is None and handle.turn is not None:
-                        handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
-                    else:
-                        remote = True
-                if remote:
-                    # Another process has the turn (or will wake it), or this thread helps with
-                    # queued turns: watch the state for commits.
-                    assert self._durable is not None
-                    self._durable.store.wait_change(poll)
+                    # A helper with queued turns looks around again soon: not "here".
+                    self._tree.store.wait(handle, remaining, here=helper is None and handle.turn is not None)
                 continue
             if deadline is None or not stop_at_deadline:
                 job.run()

@@ -170,6 +170,27 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
+def record_codec(cls: type[T], *, omit: tuple[str, ...] = (), hooks: dict[str, tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]] | None = None) -> tuple[Callable[[T], dict[str, Any]], Callable[[dict[str, Any]], T]]:
+    """``(to_body, from_body)`` for an attrs record kept as a JSON row body: the fields in
+    ``omit`` are left out of the body (the caller keeps them elsewhere and puts them back
+    before building), ``hooks`` maps a field to its own ``(unstructure, structure)``."""
+    from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+    converter = _converter()
+    special = hooks or {}
+    out: dict[str, Any] = {name: override(omit=True) for name in omit}
+    out.update({name: override(unstruct_hook=pair[0]) for name, pair in special.items()})
+    back: dict[str, Any] = {name: override(struct_hook=pair[1]) for name, pair in special.items()}
+    to_body: Callable[[T], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **out)
+    structure = make_dict_structure_fn(cls, converter, **back)
+
+    def from_body(body: dict[str, Any]) -> T:
+        built: T = structure(body, cls)
+        return built
+
+    return to_body, from_body
+
+
 __all__ = [
     "converter",
     "to_wire",

@@ -9,7 +9,7 @@ sessions, tracked adapters and per-URL preparation; ``failures`` names what went
 
 from .exchange import EventFeed, Transport
 from .failures import EXCERPT_CHARS, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
-from .sessions import CancellableAdapter, track_host_adapter
+from .sessions import CancellableAdapter, cancellable_session, track_host_adapter
 
 __all__ = [
     "EXCERPT_CHARS",
@@ -18,6 +18,7 @@ __all__ = [
     "EventFeed",
     "Transport",
     "_retry_delay",
+    "cancellable_session",
     "describe_failure",
     "public_url",
     "retry_after_seconds",

@@ -91,6 +91,16 @@ class CancellableAdapter(HTTPAdapter):
         return response
 
 
+def cancellable_session(pool_maxsize: int = 10) -> requests.Session:
+    """A session of the library's own whose connections the calling thread's
+    ``CancelScope`` can close mid-request (used for the HTTP of MCP servers)."""
+    session = requests.Session()
+    adapter = CancellableAdapter(pool_connections=2, pool_maxsize=pool_maxsize)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
 def track_host_adapter(adapter: HTTPAdapter) -> None:
     """Make a host session's adapter hand its connections to the calling thread's scope.
 

@@ -1,0 +1,170 @@
+"""MCP tool calls per second on one stdio session: toolnexus against the official SDK's client.
+
+Both clients talk to the same server program (the SDK's own server, ``tests/_mcp_server.py``,
+one process per client, each kept for the whole run) and make the same ``add`` calls: from
+1 thread and from 8 threads for toolnexus, from 1 task and from 8 concurrent tasks for the
+SDK's asyncio client (its one session driven by an event loop on a thread of its own).
+Rounds alternate the four measurements so that they share the machine's noise; the report
+gives the median calls per second of each and the ratios, measured side by side in one run.
+It also gives the median time from an interrupt (``ctx.cancelled`` set) to the return of a
+call blocked in a slow tool.
+
+Usage: ``python benchmarks/mcp_calls.py [--rounds R] [--calls N] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SERVER = [sys.executable, str(ROOT / "tests" / "_mcp_server.py"), "stdio"]
+
+from toolnexus import ToolContext, mcp  # noqa: E402
+
+
+def ours(server: mcp.MCPServer, calls: int, threads: int) -> float:
+    """Calls per second from ``threads`` threads sharing ``server``'s one session."""
+    each = calls // threads
+
+    def work(offset: int) -> None:
+        for n in range(each):
+            result = server.call("add", {"a": offset + n, "b": 1})
+            assert result.output == str(offset + n + 1), result.output
+
+    workers = [threading.Thread(target=work, args=(t * 100000,)) for t in range(threads)]
+    begun = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return each * threads / (time.perf_counter() - begun)
+
+
+class SDKClient:
+    """The official SDK's ``ClientSession`` over stdio, on an event loop of its own thread."""
+
+    def __init__(self) -> None:
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._stop = asyncio.Event()
+        ready: asyncio.Future[Any] = asyncio.run_coroutine_threadsafe(self._open(ClientSession, StdioServerParameters, stdio_client), self._loop)  # type: ignore[assignment]
+        self._session, self._closed = ready.result(60)
+
+    async def _open(self, ClientSession: Any, Params: Any, stdio_client: Any) -> tuple[Any, asyncio.Future[None]]:
+        opened: asyncio.Future[Any] = self._loop.create_future()
+        closed: asyncio.Future[None] = self._loop.create_future()
+
+        async def hold() -> None:
+            async with stdio_client(Params(command=SERVER[0], args=SERVER[1:])) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    opened.set_result(session)
+                    await self._stop.wait()
+            closed.set_result(None)
+
+        self._holder = self._loop.create_task(hold())
+        return await opened, closed
+
+    def measure(self, calls: int, tasks: int) -> float:
+        async def run() -> float:
+            each = calls // tasks
+
+            async def work(offset: int) -> None:
+                for n in range(each):
+                    result = await self._session.call_tool("add", {"a": offset + n, "b": 1})
+                    assert result.content[0].text == str(offset + n + 1)
+
+            begun = time.perf_counter()
+            await asyncio.gather(*(work(t * 100000) for t in range(tasks)))
+            return each * tasks / (time.perf_counter() - begun)
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(600)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(self._closed), 30), self._loop).result(60)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+def interrupt_latency(server: mcp.MCPServer, samples: int) -> list[float]:
+    """Milliseconds from ``ctx.cancelled.set()`` to the return of a call blocked in ``slow``."""
+    found: list[float] = []
+    for _ in range(samples):
+        ctx = ToolContext()
+        set_at: list[float] = []
+
+        def cancel() -> None:
+            set_at.append(time.perf_counter())
+            ctx.cancelled.set()
+
+        timer = threading.Timer(0.05, cancel)
+        timer.start()
+        result = server.call("slow", {"seconds": 30}, ctx)
+        found.append((time.perf_counter() - set_at[0]) * 1000)
+        assert result.is_error and "interrupted" in result.output
+        timer.join()
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=800, help="calls per measurement")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    server = mcp.stdio(SERVER, name="sdk-server")
+    server.tools()
+    sdk = SDKClient()
+    plans: dict[str, Callable[[], float]] = {
+        "toolnexus, 1 thread": lambda: ours(server, args.calls, 1),
+        "sdk client, 1 task": lambda: sdk.measure(args.calls, 1),
+        "toolnexus, 8 threads": lambda: ours(server, args.calls, 8),
+        "sdk client, 8 tasks": lambda: sdk.measure(args.calls, 8),
+    }
+    samples: dict[str, list[float]] = {label: [] for label in plans}
+    try:
+        for label, plan in plans.items():  # warm-up, not counted
+            plan()
+        for _ in range(args.rounds):
+            for label, plan in plans.items():
+                samples[label].append(plan())
+        latency = interrupt_latency(server, 20)
+    finally:
+        sdk.close()
+        server.close()
+    medians = {label: statistics.median(values) for label, values in samples.items()}
+    report = {
+        "calls_per_s": {label: round(value, 1) for label, value in medians.items()},
+        "ratio_1": round(medians["toolnexus, 1 thread"] / medians["sdk client, 1 task"], 2),
+        "ratio_8": round(medians["toolnexus, 8 threads"] / medians["sdk client, 8 tasks"], 2),
+        "interrupt_ms_median": round(statistics.median(latency), 2),
+        "interrupt_ms_max": round(max(latency), 2),
+        "rounds": args.rounds,
+        "calls": args.calls,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    for label, value in medians.items():
+        print(f"{label:24s} {value:8.1f} calls/s (median of {args.rounds})")
+    print(f"ratio toolnexus / sdk, 1 thread vs 1 task:   {report['ratio_1']:.2f}")
+    print(f"ratio toolnexus / sdk, 8 threads vs 8 tasks: {report['ratio_8']:.2f}")
+    print(f"interrupt to return of a blocked call: median {report['interrupt_ms_median']} ms, max {report['interrupt_ms_max']} ms (20 samples)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""MCP servers for the tests, each a real process: the official Python SDK's server (over
+stdio, or over Streamable HTTP under uvicorn), the reference server from npm, and a small
+server written against the wire format for the protocol's corners."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from _services import missing, service_url
+
+HERE = Path(__file__).parent
+STARTUP_S = 30.0
+
+
+def require_sdk() -> None:
+    """The official SDK (the ``mcp`` test extra): skipped without it, failed under CI."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        missing("the mcp package (the test extra) is not installed: pip install -e '.[test]'")
+
+
+def sdk_stdio_command() -> list[str]:
+    require_sdk()
+    return [sys.executable, str(HERE / "_mcp_server.py"), "stdio"]
+
+
+def raw_command(*args: str) -> list[str]:
+    return [sys.executable, str(HERE / "_mcp_raw_server.py"), *args]
+
+
+def everything_command() -> list[str]:
+    """The reference server ``@modelcontextprotocol/server-everything`` over stdio."""
+    return ["node", service_url("mcp-everything"), "stdio"]
+
+
+@contextlib.contextmanager
+def sdk_http_server() -> Iterator[str]:
+    """The SDK's server under uvicorn on 127.0.0.1: yields its MCP endpoint URL."""
+    require_sdk()
+    errors = tempfile.TemporaryFile()  # a pipe nobody reads could fill and stall the server
+    process = subprocess.Popen([sys.executable, str(HERE / "_mcp_server.py"), "http"], stdout=subprocess.PIPE, stderr=errors)
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], STARTUP_S)
+        line = process.stdout.readline() if ready else b""
+        if not line.strip().isdigit():
+            process.kill()
+            errors.seek(0)
+            raise AssertionError(f"the SDK's HTTP server did not start: {errors.read().decode()[-2000:]}")
+        yield f"http://127.0.0.1:{int(line)}/mcp"
+    finally:
+        errors.close()
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process (not even a zombie awaiting its reaping) has ``pid``."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("X",) and not os.path.exists(f"/proc/{pid}")
+
+
+def children() -> set[int]:
+    """The process ids of this process's children (every thread's), from /proc."""
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            found.update(int(each) for each in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found

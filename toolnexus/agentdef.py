@@ -1,0 +1,131 @@
+"""What an agent is: ``AgentDef``, agent names, and a registry's normal form.
+
+A registry value may be an ``AgentDef``, a plain dict of its fields, or a level-1 agent
+(anything with a ``definition`` and a ``registry``, recognised by those two attributes so
+that this module never imports the level-1 facade that imports it).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Callable, Iterable, Mapping
+
+import attrs
+
+from .data import Answer, Budget, Request
+from .errors import ConfigError
+from .hooks import HooksLike
+from .tools import Tool
+
+log = logging.getLogger("toolnexus")
+
+
+def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(tools)
+
+
+def _members(team: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(team)
+
+
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_name(name: object) -> str:
+    """An agent name is letters, digits, ``_`` and ``-``: it becomes a segment of handle
+    ids (``root/boss.1/worker.2``), so a ``/`` or ``.`` would let it forge another's id."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(f"agent name {name!r} must be letters, digits, '_' or '-' (no '/', '.' or spaces)")
+    return name
+
+
+def _valid_name(instance: AgentDef, field: attrs.Attribute[str], value: str) -> None:
+    check_name(value)
+
+
+@attrs.frozen
+class AgentDef:
+    """What an agent is: its job, its soul (system prompt), its tools and its team.
+
+    ``model="inherit"`` uses the runtime's model. A non-empty ``team`` gives the agent a
+    ``task`` tool that can delegate to exactly those agents.
+    """
+
+    name: str = attrs.field(validator=_valid_name)
+    does: str
+    model: str = attrs.field(default="inherit", kw_only=True)
+    soul: str = attrs.field(default="", kw_only=True)
+    tools: tuple[Tool, ...] = attrs.field(default=(), kw_only=True, converter=_tools)
+    team: tuple[Any, ...] = attrs.field(default=(), kw_only=True, converter=_members)
+    budget: Budget | None = attrs.field(default=None, kw_only=True)
+    wait_for: Callable[[Request], Answer] | None = attrs.field(default=None, kw_only=True)
+    on_spawn: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
+    on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
+    hooks: HooksLike = attrs.field(default=None, kw_only=True)
+    on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):
+            raise ConfigError(f"agent {self.name!r} has a team, so its tool name 'task' is taken by delegation: rename its own 'task' tool")
+
+    @property
+    def team_names(self) -> tuple[str, ...]:
+        return tuple(member.name if _is_agent(member) else str(member) for member in self.team)
+
+
+_DEF_KEYS = {f.name for f in attrs.fields(AgentDef)}
+
+
+def as_def(name: str, value: Any) -> AgentDef:
+    """A registry value as an ``AgentDef``: an ``AgentDef``, an ``Agent`` or a plain dict."""
+    if isinstance(value, AgentDef):
+        return value
+    if _is_agent(value):
+        definition: AgentDef = value.definition
+        return definition
+    if isinstance(value, Mapping):
+        unknown = set(value) - _DEF_KEYS
+        if unknown:
+            raise ConfigError(f"agent {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+        fields = dict(value)
+        fields.setdefault("name", name)
+        fields.setdefault("does", "")
+        budget = fields.get("budget")
+        if isinstance(budget, Mapping):
+            unknown = set(budget) - {f.name for f in attrs.fields(Budget)}
+            if unknown:
+                raise ConfigError(f"agent {name!r}: unknown budget key(s) {', '.join(sorted(unknown))}")
+            fields["budget"] = Budget(**budget)
+        return AgentDef(**fields)
+    raise ConfigError(f"agent {name!r}: expected an AgentDef, Agent or dict, got {type(value).__name__}")
+
+
+def normalize_registry(registry: Mapping[str, Any]) -> dict[str, AgentDef]:
+    """Every value as an ``AgentDef``; ``Agent`` team members bring their own registries."""
+    out: dict[str, AgentDef] = {}
+    for name, value in registry.items():
+        check_name(name)
+        if _is_agent(value):
+            for inner_name, inner in value.registry.items():
+                out.setdefault(inner_name, inner)
+        out[name] = as_def(name, value)
+    return out
+
+
+
+
+def _is_agent(value: Any) -> bool:
+    """A level-1 ``Agent``: its definition plus a registry of its team."""
+    return not isinstance(value, (AgentDef, Mapping)) and hasattr(value, "definition") and hasattr(value, "registry")
+
+
+def call_lifecycle(callback: Callable[..., Any] | None, *args: Any) -> None:
+    """Call an agent's ``on_spawn``/``on_close`` (outside every lock); what it raises is
+    logged and ignored: a host's callback never breaks the tree."""
+    if callback is None:
+        return
+    try:
+        callback(*args)
+    except Exception:
+        log.warning("lifecycle callback %r raised; ignored", callback, exc_info=True)

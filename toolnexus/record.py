@@ -1,0 +1,151 @@
+"""A handle's values: the record a tree store keeps for each handle, and its parts.
+
+Plain attrs data with no behaviour: ``Handle`` (``handle.py``) owns the decisions and the
+lock; a tree store keeps the record (in memory, or as one small row body through
+``wire``'s converter). What is large and written once per turn (a turn's input, the
+transcript a suspension stopped at, the resume a turn continues) is not part of the
+record: the tree store keeps it beside the record, by turn serial and segment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .data import AgentResult, Answer, Budget, Request
+
+IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
+
+
+@attrs.frozen
+class InboxItem:
+    """One post waiting for the next turn, with where it came from."""
+
+    sender: str
+    channel: str
+    text: str
+
+
+@attrs.frozen
+class Suspension:
+    """Where a suspended turn stopped. The transcript at that point (its checkpoint) is
+    kept by the tree store under the turn's serial and ``segment``."""
+
+    request: Request
+    #: The segment of the turn that suspended: its checkpoint's key, with the serial.
+    segment: int
+    #: The ledger when the turn began, so its result after resume covers the whole turn.
+    tokens_before: int
+    #: Model calls the turn made before it suspended.
+    turns: int
+    #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
+    trace: dict[str, str] | None = None
+
+
+@attrs.frozen
+class Resume:
+    """How a turn continues a suspension: from ``checkpoint`` (the transcript it stopped
+    at), with the ``answer`` to ``request``."""
+
+    checkpoint: list[dict[str, Any]]
+    request: Request
+    answer: Answer
+
+
+@attrs.frozen
+class RunningTurn:
+    """The running turn as the record holds it: enough for another process to take it
+    over after a crash (its input and resume are kept beside the record)."""
+
+    #: +1 each time the turn continues at a checkpoint (its journal starts afresh).
+    segment: int = 0
+    #: The runtime that runs it; ``None`` while it is queued for a dispatcher.
+    owner: str | None = None
+    tokens_before: int = 0
+    prior_turns: int = 0
+    #: When a dispatcher was last asked to run it; ``None`` once a runtime claimed it.
+    queued_at: float | None = None
+    #: Whether it continues a suspension (a ``Resume`` is kept for this segment).
+    resumed: bool = False
+
+
+@attrs.frozen
+class QueuedWake:
+    """A wake waiting for a slot under the parent's ``max_concurrent``."""
+
+    prompt: str | None
+    #: The trace context of the wake, for the turn it starts later.
+    trace: dict[str, str] | None = None
+
+
+@attrs.frozen
+class TaskEntry:
+    """One row of the reattachment index: the child a ``task`` call made in a turn."""
+
+    serial: int
+    child: str
+    #: The id of the tool call that spawned it ("" when unknown).
+    call: str = ""
+
+
+@attrs.define
+class HandleRecord:
+    """Everything a handle is, as plain data."""
+
+    id: str
+    name: str
+    parent: str | None
+    depth: int
+    budget: Budget
+    state: str = IDLE
+    children: list[str] = attrs.Factory(list)
+    spawned: int = 0
+    transitions: list[str] = attrs.Factory(list)
+    inbox: list[InboxItem] = attrs.Factory(list)
+    taken: list[InboxItem] = attrs.Factory(list)
+    turns: int = 0
+    tokens: int = 0
+    tool_calls: int = 0
+    pool_tool_calls: int = 0
+    suspension: Suspension | None = None
+    turn_serial: int = 0
+    #: ``(agent, prompt)`` -> the child a ``task`` call made for it, and in which turn.
+    task_keys: dict[tuple[str, str], TaskEntry] = attrs.Factory(dict)
+    result: AgentResult | None = None
+    settled: int = 0
+    closing: bool = False
+    wake: QueuedWake | None = None
+    running_children: int = 0
+    wake_queue: list[str] = attrs.Factory(list)
+    running: RunningTurn | None = None
+    #: The tree's own random id (the root's record), part of every idempotency key.
+    nonce: str = ""
+    #: The stored row's version this record reflects (a stored tree only; not in the body).
+    version: int = 0
+
+    @property
+    def pending(self) -> Request | None:
+        return self.suspension.request if self.suspension is not None else None
+
+    @property
+    def queued(self) -> bool:
+        """Waiting for a slot under the parent's ``max_concurrent``."""
+        return self.wake is not None
+
+
+def interrupted(record: HandleRecord, turns: int) -> AgentResult:
+    """``turns``: the model calls of the turn that was interrupted."""
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def closed_result(record: HandleRecord) -> AgentResult:
+    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+
+
+def stamp_path(request: Request, handle_id: str) -> Request:
+    data = dict(request.data or {})
+    if "path" in data:
+        return request  # relayed: the deepest handle stamped it already
+    data["path"] = handle_id.split("/")
+    return attrs.evolve(request, data=data)

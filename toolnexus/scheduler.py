@@ -1,0 +1,228 @@
+"""A turn's life: admitted (a slot, or a place in the parent's wake queue), handed over to
+run, run, settled, its slot handed on; and an orphaned turn taken over.
+
+Each handle runs its turns on a ``concurrent.futures`` worker, or on a thread that waits
+for it: a turn is a claimable job (``_jobs.Job``), and a thread about to block on a turn
+nobody has started runs it itself, so blocked parents never starve their children of
+workers. ``dispatch`` is the one place that hands admitted turns over: to this runtime's
+pool, or with a dispatcher to whichever process of the tree claims the stored turn first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from concurrent.futures import Executor
+from typing import Any, Callable, ContextManager
+
+from . import _jobs, budget as budgets, tracing
+from .data import AgentResult, RunResult
+from .dispatch import Dispatching
+from .errors import Cancelled, HandleClosed, ToolnexusError
+from .handle import RUNNING, SUSPENDED, Handle, Turn
+from .inbox import ancestry, render_input
+from .tree import HandleTree
+from .turns import TurnRunner
+
+log = logging.getLogger("toolnexus")
+
+#: ``(handle, serial)``: what delegation does at the end of a turn of ``handle``.
+TurnHook = Callable[[Handle, int], None]
+
+
+def _nothing_to_save() -> None:
+    pass
+
+
+#: The transcript context of a turn that settles with none to save (it failed, or suspended).
+_NO_TRANSCRIPT: ContextManager[Callable[[], None]] = contextlib.nullcontext(_nothing_to_save)
+
+
+class Scheduler:
+    """Admits, runs and settles the turns of one runtime's tree.
+
+    ``after_run`` is called once a turn's run is over (whatever the outcome), and
+    ``before_settle`` before a finished (not pending) turn publishes its outcome: the
+    delegation mechanics hang their work on a turn's task children there.
+    """
+
+    def __init__(
+        self,
+        *,
+        tree: HandleTree,
+        turns: TurnRunner,
+        executor: Executor | None,
+        dispatching: Dispatching | None,
+        owner: str,
+        clock: Callable[[], float],
+        after_run: TurnHook,
+        before_settle: TurnHook,
+    ) -> None:
+        self._tree = tree
+        self._root = tree.root
+        self._turns = turns
+        self._executor = executor
+        self.dispatching = dispatching
+        self.owner = owner
+        self._clock = clock
+        self._after_run = after_run
+        self._before_settle = before_settle
+
+    def _unit(self, *handles: Handle) -> ContextManager[Any]:
+        return self._tree.store.change(*handles, dirty=False)
+
+    # --- handing admitted turns over to run ---------------------------------------------------
+
+    def dispatch(self, *jobs: _jobs.Job) -> None:
+        """Hand admitted turns over to run: the only place that does. Here that is this
+        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
+        already in the store with its owner, input and serial, and ``take_over`` claims a
+        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
+        processes plugs in at these two points: with one, a job sends the turn's message."""
+        for job in jobs:
+            if self.dispatching is not None:
+                job.run()
+            else:
+                _jobs.submit(self._executor, job)
+
+    # --- admission ------------------------------------------------------------------------------
+
+    def wake(self, handle: Handle, prompt: str | None) -> _jobs.Job | None:
+        """Admit a turn of ``handle`` without handing it over: for a caller about to wait
+        on it, which then runs it on its own thread (no hand-off)."""
+        parent = self._tree.parent(handle)
+        if parent is None:
+            raise ToolnexusError("the root handle runs no agent; spawn a child and wake that")
+        trace = tracing.capture()  # the turn nests here, whichever thread runs it
+        with parent.lock, handle.lock, self._unit(parent, handle):
+            return self.admit(parent, handle, prompt, trace)
+
+    def admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
+        """Check, take a slot and flip to running as one step (both locks held, in one unit)."""
+        if not handle.accepting:
+            raise HandleClosed(f"closed: {handle.id} cannot be woken")
+        if handle.busy or handle.record.state == SUSPENDED:
+            return None
+        if not budgets.slot_free(parent.record.budget, parent.take_slot, root=parent is self._root):
+            handle.enqueue(prompt, trace)
+            parent.queue_wake(handle.id)
+            self._tree.event("wake_queued", handle.id, parent=parent.id)
+            return None
+        return self._start(handle, prompt, trace)
+
+    def _slot_cap(self, parent: Handle) -> int | None:
+        return budgets.max_concurrent(parent.record.budget)
+
+    def _start(self, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job:
+        text = render_input(prompt, handle.record.inbox, ancestry(handle.id))
+        return self.begin(handle, handle.start(prompt, text, trace))
+
+    def begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
+        """``turn`` becomes the handle's running turn (lock held, in its unit): a job that
+        runs it, or with a dispatcher one that sends its message."""
+        if self.dispatching is not None:
+            return self.dispatching.queue(handle, turn)
+        turn.job = _jobs.Job(lambda: self.run(handle, turn))
+        handle.begin(turn, self._clock(), self.owner)
+        return turn.job
+
+    def claim(self, handle: Handle, serial: int | None = None, segment: int | None = None) -> _jobs.Job | None:
+        """Take a turn queued for a dispatcher to run here (lock held), or ``None``."""
+        assert self.dispatching is not None
+        return self.dispatching.claim(handle, self._clock(), self.run, serial, segment)
+
+    # --- run and settle -------------------------------------------------------------------------
+
+    def run(self, handle: Handle, turn: Turn) -> None:
+        started = time.perf_counter()
+        error: str | None = None
+        try:
+            result, run = self._execute(handle, turn)
+        except Cancelled:
+            with handle.lock:  # interrupted (here, or from another process): it published
+                handle.lose(turn)
+            return
+        except Exception as exc:  # a failed turn is a result, never an exception upward
+            log.debug("turn of %s failed", handle.id, exc_info=True)
+            result, run, error = self._turns.failed(handle, turn, exc), None, type(exc).__name__
+        except BaseException as exc:  # SystemExit in a tool: settle so no waiter hangs, then go on up
+            self._settle(handle, turn, self._turns.failed(handle, turn, exc), None)
+            raise
+        self._settle(handle, turn, result, run)
+        self._turns.emit_run(handle, result, run, started, error)
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        try:
+            return self._turns.execute(handle, turn)
+        finally:
+            self._after_run(handle, turn.serial)
+
+    def _settle(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
+        """Publish a finished turn: save the transcript, flip the state, free the slot."""
+        pending = result.status == "pending" and result.pending is not None
+        with handle.lock:
+            if not handle.mark_settling(turn, self.owner):
+                return  # interrupted meanwhile; the interrupt published already
+        if not pending:
+            self._before_settle(handle, turn.serial)
+        saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
+        with saving as save, handle.lock, self._unit(handle):
+            save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
+            if pending:
+                suspended = handle.suspend(turn, result, run.messages if run is not None else None)
+                self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
+            else:
+                handle.finish(turn, result)
+        self.release_slot(handle)
+
+    def release_slot(self, handle: Handle) -> None:
+        """Give the finished turn's slot to the next queued sibling, if any."""
+        parent = self._tree.parent(handle)
+        if parent is None or parent is self._root:
+            return  # the root caps nothing: its children's turns take no slot
+        jobs = []
+        with parent.lock:
+            record = parent.record
+            with self._unit(parent):
+                parent.free_slot()
+            cap = self._slot_cap(parent)
+            while record.wake_queue and (cap is None or record.running_children < cap):
+                sibling = self._tree.get(record.wake_queue[0])
+                with sibling.lock, self._unit(parent, sibling):
+                    parent.drop_wake(sibling.id)
+                    if not sibling.record.queued:
+                        continue
+                    parent.take_slot(cap)
+                    wake = sibling.dequeue()
+                    jobs.append(self._start(sibling, wake.prompt, wake.trace))
+                    self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
+        self.dispatch(*jobs)
+
+    # --- taking over orphaned turns (see ownership.py) ------------------------------------------
+
+    def take_over(self, handle_id: str, dead_owner: str | None, mode: str) -> bool:
+        """Claim the turn of ``handle_id`` from its dead owner (compare-and-set on the owner)."""
+        handle = self._tree.get(handle_id)
+        parent = self._tree.parent(handle)
+        assert parent is not None
+        job = None
+        with parent.lock, handle.lock, self._unit(parent, handle):
+            record = handle.record
+            owner = record.running.owner if record.running is not None else None
+            if record.state != RUNNING or owner != dead_owner or handle.turn is not None:
+                return False  # finished, interrupted or claimed by someone else meanwhile
+            if mode == "interrupt":
+                handle.abort()
+            elif self.dispatching is not None:
+                job = self.dispatching.requeue(handle)  # a worker takes it over from its journal
+            else:
+                turn = handle.stored_turn()
+                turn.job = job = _jobs.Job(lambda: self.run(handle, turn))
+                handle.take_over(turn, self._clock(), self.owner)
+            self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
+        if job is None:
+            self.release_slot(handle)
+        else:
+            self.dispatch(job)
+        return True

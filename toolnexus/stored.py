@@ -1,0 +1,574 @@
+"""A stored tree: the rows of one ``runtime_id`` in a state store, so a team outlives its
+process.
+
+The store is the truth and a runtime's memory is a cache of it. Every change a ``Handle``
+method makes runs inside one unit of work (``change``) that first re-reads the rows
+another process changed and commits before the handle's lock is released: what a waiter
+can observe is already durable. Claims (answering a request, taking over a turn) are
+single conditional statements or compare-and-set under the row lock, never read-then-write.
+
+A handle's row body is its record through ``wire``'s converter, small and rewritten on
+each change; what is large and written once per turn (its input, its resume, the
+checkpoint it suspended at) goes to the journal beside it, with each model reply and tool
+result of the turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import attrs
+
+from .dispatch import Dispatcher, Dispatching
+from .data import Answer, HandleView, ModelReply, Request, ToolCall, ToolResult, Usage
+from .errors import Cancelled, ConfigError
+from .handle import Handle, Turn
+from .ownership import Ownership
+from .record import HandleRecord, Resume, TaskEntry
+from .sql import StateStore, joins_host_transaction
+from .store import ConversationStore
+from .wire import from_wire, record_codec, to_wire
+
+if TYPE_CHECKING:
+    from .tree import HandleTree
+
+#: How long a wait on a turn owned by another process goes without re-reading the state.
+REMOTE_POLL_S = 0.25
+
+_ROOT = "root"
+
+
+class StoredTree:
+    """The rows of one ``runtime_id`` in a store, as the runtime and its handles use them
+    (the ``tree.TreeStore`` seam). ``sole_user``: the only tree on this store object in
+    the process, which lets it skip re-reading rows nobody else committed to."""
+
+    def __init__(self, store: StateStore, runtime_id: str, *, sole_user: bool = False, owns_store: bool = False) -> None:
+        self.store = store
+        self.runtime_id = runtime_id
+        self._sole_user = sole_user
+        self._owns_store = owns_store
+        self._local = threading.local()  # the handles the current unit of work touched
+        self.conversations: ConversationStore = StateConversations(self)
+        self._let_go = False
+
+    #: A stored tree outlives its runtime: another runtime may continue it.
+    lasting = True
+
+    # --- units of work around handle changes ---------------------------------------------------
+
+    @contextlib.contextmanager
+    def change(self, *handles: Handle, dirty: bool = True) -> Iterator[None]:
+        touched: dict[str, Handle] | None = getattr(self._local, "touched", None)
+        outer = touched is None
+        if outer:
+            touched = self._local.touched = {}
+            self._local.dirty = {}
+        assert touched is not None
+        changed: dict[str, Handle] = self._local.dirty
+        try:
+            with self.store.transaction():
+                if outer:
+                    self._local.seen = self._foreign_commits()
+                fresh = [handle for handle in handles if handle.id not in touched]
+                self._refresh(fresh, self._local.seen, locking=True)
+                for handle in fresh:
+                    touched[handle.id] = handle
+                if dirty:
+                    changed.update((handle.id, handle) for handle in handles)
+                yield
+                if outer and changed:
+                    for handle in changed.values():
+                        self._write(handle)
+                    self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
+            if outer and joins_host_transaction(self.store):
+                for handle in touched.values():
+                    handle.record.version = -1  # the host's transaction may still roll back: re-read next time
+        except BaseException:
+            if outer:
+                for handle in touched.values():
+                    handle.record.version = -1  # memory ran ahead of the store: re-read next time
+            raise
+        finally:
+            if outer:
+                self._local.touched = self._local.dirty = None
+
+    def sync(self, handle: Handle) -> None:
+        touched = getattr(self._local, "touched", None)
+        if touched is None:
+            self._refresh([handle], self._foreign_commits(), locking=False)
+        elif handle.id not in touched:
+            self._refresh([handle], self._local.seen, locking=False)  # else the unit read it when it began
+
+    def _refresh(self, handles: list[Handle], seen: int | None, *, locking: bool) -> None:
+        """Re-read the records another connection may have changed, in one statement.
+
+        ``seen`` is the store's count of the others' commits (``foreign_commits``): a
+        record verified at that count needs no read, where the count is exact (a store
+        whose transactions exclude every other writer), or outside a transaction. Inside
+        one on a store where it may lag (PostgreSQL), ``locking`` reads, and locks, every
+        row the unit changes.
+        """
+        exact = seen is not None and (not locking or getattr(self.store, "exclusive_transactions", False))
+        stale = [
+            handle
+            for handle in handles
+            if handle.record.version != 0  # made here and not written yet: nothing to read
+            and not (exact and handle.verified == seen and handle.record.version >= 0)
+        ]
+        if not stale:
+            return
+        marks = ", ".join("?" for _ in stale)
+        lock = " FOR UPDATE" if locking and self.store.dialect == "postgresql" else ""
+        rows = self.store.execute(f"SELECT id, version, body FROM tn_handles WHERE runtime_id = ? AND id IN ({marks}){lock}", (self.runtime_id, *(h.id for h in stale)))
+        found = {row[0]: row for row in rows}
+        for handle in stale:
+            handle.verified = seen
+            row = found.get(handle.id)
+            if row is None or row[1] == handle.record.version:
+                continue
+            fresh = self._record(handle.id, row[1], row[2])
+            for field in attrs.fields(HandleRecord):
+                setattr(handle.record, field.name, getattr(fresh, field.name))
+
+    def _foreign_commits(self) -> int | None:
+        """A counter of commits by other connections, when the store has one and this tree
+        is its only user in the process (else every read goes to the store)."""
+        if not self._sole_user:
+            return None
+        counter = getattr(self.store, "foreign_commits", None)
+        return counter() if callable(counter) else None
+
+    def _write(self, handle: Handle) -> None:
+        record = handle.record
+        record.version = max(record.version, 0) + 1
+        handle.verified = self._local.seen  # as fresh as the unit's read of the others' commits
+        pending = record.pending
+        self.store.execute(
+            "INSERT INTO tn_handles (runtime_id, id, parent_id, spawn_no, state, version, settled, pending_id, body, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (runtime_id, id) DO UPDATE SET"
+            " state = excluded.state, version = excluded.version, settled = excluded.settled,"
+            " pending_id = excluded.pending_id, body = excluded.body, updated_at = excluded.updated_at",
+            (
+                self.runtime_id,
+                record.id,
+                record.parent,
+                _spawn_no(record.id),
+                record.state,
+                record.version,
+                record.settled,
+                pending.id if pending is not None else None,
+                _dumps(_codec()[0](record)),
+                time.time(),
+            ),
+        )
+
+    # --- reading the tree -----------------------------------------------------------------------
+
+    def _record(self, handle_id: str, version: int, body: Any) -> HandleRecord:
+        data = _json(body)
+        data.update(id=handle_id, version=version, children=self._children(handle_id))
+        return _codec()[1](data)
+
+    def load(self, handle_id: str) -> HandleRecord | None:
+        rows = self.store.execute("SELECT version, body FROM tn_handles WHERE runtime_id = ? AND id = ?", (self.runtime_id, handle_id))
+        return self._record(handle_id, rows[0][0], rows[0][1]) if rows else None
+
+    def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
+        try:
+            for handle_id, name in self.live():
+                if handle_id != _ROOT and name not in agents:
+                    raise ConfigError(f"the stored tree {self.runtime_id!r} has a live handle {handle_id} of agent {name!r}, which the registry lacks")
+            stored = self.load(_ROOT)
+            root = make(stored or fresh)
+            if stored is None:
+                with self.change(root):
+                    pass
+            return root
+        except BaseException:
+            self.let_go(0)
+            raise
+
+    def children(self, handle: Handle) -> list[str]:
+        return self._children(handle.id)
+
+    def _children(self, handle_id: str) -> list[str]:
+        rows = self.store.execute(
+            "SELECT id FROM tn_handles WHERE runtime_id = ? AND parent_id = ? ORDER BY spawn_no", (self.runtime_id, handle_id)
+        )
+        return [row[0] for row in rows]
+
+    def live(self) -> list[tuple[str, str]]:
+        """``(id, agent name)`` of every handle that is not closed, in id order."""
+        rows = self.store.execute(
+            "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed' ORDER BY id", (self.runtime_id,)
+        )
+        return [(row[0], _json(row[1])["name"]) for row in rows]
+
+    # --- a turn's documents: written once each, in the journal ---------------------------------
+
+    def keep_turn(self, handle: Handle, turn: Turn) -> None:
+        if turn.resume is not None:
+            resume = turn.resume
+            payload = {"request": to_wire(resume.request), "answer": to_wire(resume.answer), "from": turn.segment - 1}
+            self.journal_put(handle.id, turn.serial, turn.segment, "resume", 0, "", "done", payload)
+        else:
+            self.journal_put(handle.id, turn.serial, 0, "input", 0, "", "done", {"input": turn.input})
+
+    def turn_documents(self, handle_id: str, serial: int, segment: int) -> tuple[str, Resume | None]:
+        found = self.journal_get(handle_id, serial, 0, "input", 0, "")
+        input = found[1]["input"] if found is not None else ""
+        kept = self.journal_get(handle_id, serial, segment, "resume", 0, "") if segment else None
+        if kept is None:
+            return input, None
+        data = kept[1]
+        _, checkpoint = self.checkpoint_of(handle_id, serial, data["from"])
+        return input, Resume(checkpoint=checkpoint or [], request=from_wire(Request, data["request"]), answer=from_wire(Answer, data["answer"]))
+
+    def keep_checkpoint(self, handle_id: str, serial: int, segment: int, input: str, checkpoint: list[dict[str, Any]] | None) -> None:
+        self.journal_put(handle_id, serial, segment, "checkpoint", 0, "", "done", {"messages": checkpoint})
+
+    def checkpoint_of(self, handle_id: str, serial: int, segment: int) -> tuple[str, list[dict[str, Any]] | None]:
+        found = self.journal_get(handle_id, serial, 0, "input", 0, "")
+        kept = self.journal_get(handle_id, serial, segment, "checkpoint", 0, "")
+        return (found[1]["input"] if found is not None else ""), (kept[1]["messages"] if kept is not None else None)
+
+    def forget_turn(self, handle_id: str, serial: int) -> None:
+        self.store.execute("DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ?", (self.runtime_id, handle_id, serial))
+
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> StoredJournal:
+        return StoredJournal(handle, turn, self, lineage, owner, counted)
+
+    @contextlib.contextmanager
+    def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> Iterator[Callable[[], None]]:
+        yield functools.partial(self.save_messages, handle_id, messages)
+
+    # --- the journal rows --------------------------------------------------------------------------
+
+    def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+        rows = self.store.execute(
+            "SELECT status, payload FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ?"
+            " AND kind = ? AND step = ? AND call_id = ?",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
+        )
+        return (rows[0][0], _json(rows[0][1]) if rows[0][1] is not None else None) if rows else None
+
+    def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
+        self.store.execute(
+            "INSERT INTO tn_journal (runtime_id, handle_id, serial, segment, kind, step, call_id, status, payload, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (runtime_id, handle_id, serial, segment, kind, step, call_id)"
+            " DO UPDATE SET status = excluded.status, payload = excluded.payload, at = excluded.at",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id, status, json.dumps(payload) if payload is not None else None, time.time()),
+        )
+
+    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None:
+        self.store.execute(
+            "DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ? AND kind = ? AND step = ? AND call_id = ?",
+            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
+        )
+
+    # --- requests: the park index and the answer claim -----------------------------------------
+
+    def park(self, request: Request, handle_id: str) -> None:
+        """Park ``request`` on the deepest handle whose tool asked (children settle first)."""
+        verb, suffix = ("INSERT", " ON CONFLICT DO NOTHING") if self.store.dialect == "postgresql" else ("INSERT OR IGNORE", "")
+        self.store.execute(
+            f"{verb} INTO tn_requests (runtime_id, request_id, handle_id, status, request, created_at) VALUES (?, ?, ?, 'open', ?, ?){suffix}",
+            (self.runtime_id, request.id, handle_id, json.dumps(to_wire(request)), time.time()),
+        )
+
+    def parked(self, request_id: str) -> str | None:
+        rows = self.store.execute(
+            "SELECT handle_id FROM tn_requests WHERE runtime_id = ? AND request_id = ? AND status = 'open'", (self.runtime_id, request_id)
+        )
+        return rows[0][0] if rows else None
+
+    def unpark(self, request_id: str, outcome: str, answer: Any = None) -> str | None:
+        rows = self.store.execute(
+            "UPDATE tn_requests SET status = ?, answer = ?, closed_at = ? WHERE runtime_id = ? AND request_id = ? AND status = 'open'"
+            " RETURNING handle_id",
+            (outcome, json.dumps(answer) if answer is not None else None, time.time(), self.runtime_id, request_id),
+        )
+        return rows[0][0] if rows else None
+
+    def suspended_on(self, request_id: str, table: Callable[[], list[Handle]]) -> list[str]:
+        rows = self.store.execute("SELECT id FROM tn_handles WHERE runtime_id = ? AND pending_id = ?", (self.runtime_id, request_id))
+        return [row[0] for row in rows]
+
+    def open_requests(self) -> list[Request]:
+        rows = self.store.execute(
+            "SELECT request FROM tn_requests WHERE runtime_id = ? AND status = 'open' ORDER BY created_at", (self.runtime_id,)
+        )
+        return [from_wire(Request, _json(row[0])) for row in rows]
+
+    # --- events and transcripts ------------------------------------------------------------------
+
+    def event(self, event: dict[str, Any]) -> None:
+        self.store.execute(
+            "INSERT INTO tn_events (runtime_id, handle_id, body, at) VALUES (?, ?, ?, ?)",
+            (self.runtime_id, event["handle"], json.dumps(event), time.time()),
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        rows = self.store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self.runtime_id,))
+        return [_json(row[0]) for row in rows]
+
+    def get_messages(self, conversation_id: str) -> list[dict[str, Any]] | None:
+        rows = self.store.execute(
+            "SELECT body FROM tn_messages WHERE runtime_id = ? AND conversation_id = ?", (self.runtime_id, conversation_id)
+        )
+        return _json(rows[0][0]) if rows else None
+
+    def save_messages(self, conversation_id: str, messages: list[dict[str, Any]]) -> None:
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO tn_messages (runtime_id, conversation_id, body) VALUES (?, ?, ?)"
+                " ON CONFLICT (runtime_id, conversation_id) DO UPDATE SET body = excluded.body",
+                (self.runtime_id, conversation_id, json.dumps(messages)),
+            )
+
+    # --- waiting, owners, letting go --------------------------------------------------------------
+
+    def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
+        poll = REMOTE_POLL_S if timeout is None else min(timeout, REMOTE_POLL_S)
+        if here:
+            handle.changed.wait(poll)  # runs here and notifies; another process may interrupt it
+            return
+        # Another process has the turn (or will wake it): watch the state for commits.
+        handle.lock.release()
+        try:
+            self.store.wait_change(poll)
+        finally:
+            handle.lock.acquire()
+
+    def forget_handle(self, handle_id: str) -> None:
+        pass  # the state keeps it, readable by id
+
+    def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
+        return Ownership(self, owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat)
+
+    def dispatching(self, dispatcher: Dispatcher, tree: HandleTree, owner: str) -> Dispatching:
+        return Dispatching(dispatcher, self, tree, owner)
+
+    def let_go(self, join_timeout: float) -> None:
+        if self._owns_store and not self._let_go:
+            self._let_go = True
+            self.store.close()
+
+    def register_owner(self, owner: str, host: str, pid: int) -> None:
+        now = time.time()
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO tn_owners (runtime_id, owner, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (runtime_id, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+                (self.runtime_id, owner, host, pid, now, now),
+            )
+
+    def heartbeat(self, owner: str) -> None:
+        with self.store.transaction():
+            self.store.execute("UPDATE tn_owners SET heartbeat_at = ? WHERE runtime_id = ? AND owner = ?", (time.time(), self.runtime_id, owner))
+
+    def drop_owner(self, owner: str) -> None:
+        with self.store.transaction():
+            self.store.execute("DELETE FROM tn_owners WHERE runtime_id = ? AND owner = ?", (self.runtime_id, owner))
+
+    def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]:
+        """``(handle id, owner, queued at)`` of every running turn (of ``parent_id``'s
+        children only, when given), deepest first."""
+        sql = "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'"
+        params: tuple[str, ...] = (self.runtime_id,)
+        if parent_id is not None:
+            sql, params = sql + " AND parent_id = ?", (self.runtime_id, parent_id)
+        found = []
+        for handle_id, body in self.store.execute(sql, params):
+            running = _json(body).get("running") or {}
+            found.append((handle_id, running.get("owner"), running.get("queued_at")))
+        found.sort(key=lambda item: -item[0].count("/"))
+        return found
+
+    def orphans(self, lease_s: float, host: str, alive: Callable[[int], bool]) -> list[tuple[str, str | None]]:
+        """``(handle id, dead owner)`` of every running turn whose owner is gone: no heartbeat
+        for ``lease_s``, or a process of this host that no longer exists. Deepest first."""
+        owners = {
+            row[0]: (row[1], int(row[2]), float(row[3]))
+            for row in self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
+        }
+        now = time.time()
+        found = []
+        for handle_id, owner, queued_at in self.running_turns():
+            if owner is None and queued_at is not None:
+                continue  # queued for a dispatcher: nobody owns it yet, nobody died
+            known = owners.get(owner) if owner is not None else None
+            if known is None or now - known[2] > lease_s or (known[0] == host and not alive(known[1])):
+                found.append((handle_id, owner))
+        return found
+
+
+class StateConversations:
+    """``rt.conversation_store`` on a stored tree: transcripts live next to the tree."""
+
+    def __init__(self, tree: StoredTree) -> None:
+        self._tree = tree
+
+    def get(self, id: str) -> list[dict[str, Any]] | None:
+        return self._tree.get_messages(id)
+
+    def save(self, id: str, messages: list[dict[str, Any]]) -> None:
+        self._tree.save_messages(id, list(messages))
+
+
+class StoredJournal:
+    """A turn's journal in a stored tree: each model reply and tool result commits
+    together with its ledger charge, fenced by the turn's owner (a process whose turn was
+    taken over cannot record anything more)."""
+
+    def __init__(self, handle: Handle, turn: Turn, tree: StoredTree, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> None:
+        self._handle = handle
+        self._counted = counted  # one model call of the turn (asked now, or served again)
+        self._serial = turn.serial
+        self._segment = turn.segment
+        self._tree = tree
+        self._lineage = lineage
+        self._owner = owner
+        # A turn started here (not read back from the store) has recorded nothing yet.
+        self._fresh = not turn.kept
+
+    def model_reply(self, step: int) -> ModelReply | None:
+        if self._fresh:
+            return None
+        found = self._tree.journal_get(self._handle.id, self._serial, self._segment, "model", step, "")
+        if found is None or found[0] != "done":
+            return None
+        self._counted()
+        data = found[1]
+        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
+        return ModelReply(
+            message=data["message"],
+            text=data["text"],
+            tool_calls=calls,
+            usage=Usage(**data["usage"]),
+            finish_reason=data.get("finish_reason"),
+            truncated=data.get("truncated", False),
+        )
+
+    def record_model(self, step: int, reply: ModelReply) -> None:
+        payload = {
+            "message": reply.message,
+            "text": reply.text,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+            "usage": attrs.asdict(reply.usage),
+            "finish_reason": reply.finish_reason,
+            "truncated": reply.truncated,
+        }
+        self._counted()
+        with self._ledger() as chain:
+            self._tree.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
+            self._handle.charge_model_call()
+            for each in chain:
+                each.charge_tokens(reply.usage.total_tokens)
+
+    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
+        found: dict[str, ToolResult | None] = {}
+        if self._fresh:
+            return found
+        for call_id in call_ids:
+            row = self._tree.journal_get(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
+            if row is None:
+                continue
+            status, data = row
+            found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata")) if status == "done" else None
+        return found
+
+    def tools_started(self, call_ids: list[str]) -> None:
+        with self._handle.lock, self._tree.change(self._handle, dirty=False):
+            self._fence()
+            for call_id in call_ids:
+                self._tree.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "started", None)
+
+    def tool_done(self, call_id: str, result: ToolResult) -> None:
+        with self._ledger() as chain:
+            if result.pending is not None:  # a question, not an effect: asked again on replay
+                self._tree.journal_drop(self._handle.id, self._serial, self._segment, "tool", -1, call_id)
+            else:
+                payload = {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)}
+                self._tree.journal_put(self._handle.id, self._serial, self._segment, "tool", -1, call_id, "done", payload)
+            for each in chain:
+                each.charge_tool_calls(1, own=each is self._handle)
+
+    @contextlib.contextmanager
+    def _ledger(self) -> Iterator[list[Handle]]:
+        """The handle and its ancestors, locked root first, in one unit of work."""
+        chain = list(self._lineage(self._handle))
+        with contextlib.ExitStack() as held:
+            for each in reversed(chain):
+                held.enter_context(each.lock)
+            held.enter_context(self._tree.change(*reversed(chain), dirty=False))
+            self._fence()
+            yield chain
+
+    def _fence(self) -> None:
+        if not self._handle.owned_by(self._owner):
+            raise Cancelled(f"the turn of {self._handle.id} was interrupted or taken over by another process")
+
+
+def stored_views(tree: StoredTree) -> list[HandleView]:
+    """Every stored handle of ``tree`` as ``handles()`` lists them (no registry needed)."""
+    views: list[HandleView] = []
+
+    def visit(handle_id: str) -> None:
+        record = tree.load(handle_id)
+        if record is None:
+            return
+        views.append(Handle(record, None, tree).view())
+        for child in record.children:
+            visit(child)
+
+    visit(_ROOT)
+    return views
+
+
+# --- a handle record as a row body -----------------------------------------------------------
+
+
+@functools.cache
+def _codec() -> tuple[Callable[[HandleRecord], dict[str, Any]], Callable[[dict[str, Any]], HandleRecord]]:
+    """The record through the one converter, without the fields that are columns or rows
+    (id, children, version); the reattachment index as a list (JSON keys are strings)."""
+
+    def keys_out(keys: dict[tuple[str, str], TaskEntry]) -> list[list[Any]]:
+        return [[agent, prompt, entry.serial, entry.child, entry.call] for (agent, prompt), entry in keys.items()]
+
+    def keys_in(rows: Any, _: Any) -> dict[tuple[str, str], TaskEntry]:
+        return {(agent, prompt): TaskEntry(serial=serial, child=child, call=call) for agent, prompt, serial, child, call in rows}
+
+    return record_codec(HandleRecord, omit=("id", "children", "version"), hooks={"task_keys": (keys_out, keys_in)})
+
+
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _dumps(body: dict[str, Any]) -> str:
+    return _DUMPS(body)
+
+
+def _spawn_no(handle_id: str) -> int:
+    last = handle_id.rsplit("/", 1)[-1]
+    number = last.rsplit(".", 1)[-1]
+    return int(number) if number.isdigit() else 0
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _plain(metadata: dict[str, Any] | None) -> Any:
+    """Metadata as JSON data (anything else is kept as its string form)."""
+    if metadata is None:
+        return None
+    return json.loads(json.dumps(to_wire(metadata), default=str))
+
