@@ -28,10 +28,29 @@ def tool_call(cid: str, name: str, arguments: str = "{}") -> dict[str, Any]:
 class Exchange:
     """One request on one connection, as the script sees it."""
 
-    def __init__(self, server: RawServer, conn: socket.socket, index: int) -> None:
+    def __init__(self, server: RawServer, conn: socket.socket, index: int, request: bytes = b"") -> None:
         self.server, self.conn, self.index = server, conn, index
+        self.request = request  # its raw bytes, head and body
         self.hung_up = False
         self.finished = False
+
+    @property
+    def streamed(self) -> bool:
+        """The request asks for a streamed reply (``"stream": true`` in its body)."""
+        body = self.request.partition(b"\r\n\r\n")[2]
+        try:
+            return json.loads(body).get("stream") is True
+        except ValueError:
+            return False
+
+    def stream_head(self, extra: str = "") -> None:
+        """The head of a chunked ``text/event-stream`` reply."""
+        self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.send(f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n{extra}\r\n".encode())
+
+    def chunk(self, data: bytes) -> None:
+        """One chunk of a chunked body (the empty chunk ends it)."""
+        self.send(b"%x\r\n%s\r\n" % (len(data), data))
 
     def send(self, data: bytes) -> None:
         self.conn.sendall(data)
@@ -122,7 +141,7 @@ class RawServer:
                     self.active += 1
                     self.peak_active = max(self.peak_active, self.active)
                 self.received.set()
-                exchange = Exchange(self, conn, index)
+                exchange = Exchange(self, conn, index, request)
                 try:
                     self.script(exchange)
                 finally:
@@ -194,3 +213,63 @@ def drip(exchange: Exchange, body: bytes, every: float) -> None:
             return
         exchange.send(bytes([byte]))
 
+
+
+# --- streamed replies ---------------------------------------------------------------------------
+
+
+def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
+    """One server-sent event: ``data`` (JSON unless a str), with an ``event`` name if given."""
+    text = data if isinstance(data, str) else json.dumps(data)
+    named = f"event: {event}\n" if event else ""
+    return f"{named}data: {text}\n\n".encode()
+
+
+def openai_chunks(pieces: list[str], tool_calls: list[dict[str, Any]] | None = None, tokens: int = 7, finish: str = "stop") -> list[bytes]:
+    """A chat completion as its streamed chunks: a role chunk, one chunk per text piece,
+    tool calls each in two fragments (name, then arguments), the finish reason, usage,
+    and ``[DONE]``."""
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        return sse({"id": "chatcmpl-s", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": piece}) for piece in pieces]
+    for index, call in enumerate(tool_calls or []):
+        function = call["function"]
+        out.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"], "arguments": ""}}]}))
+        out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": function["arguments"]}}]}))
+    out.append(chunk({}, finish))
+    out.append(sse({"id": "chatcmpl-s", "choices": [], "usage": {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}}))
+    out.append(b"data: [DONE]\n\n")
+    return out
+
+
+def anthropic_events(pieces: list[str], tokens: int = 7) -> list[bytes]:
+    """A text message as its streamed events, ``message_start`` to ``message_stop``."""
+    start = {"type": "message_start", "message": {"id": "msg_s", "type": "message", "role": "assistant", "content": [], "model": "c", "stop_reason": None, "usage": {"input_tokens": tokens, "output_tokens": 1}}}
+    out = [sse(start, "message_start"), sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start")]
+    out += [sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}, "content_block_delta") for piece in pieces]
+    out.append(sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+    out.append(sse({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": len(pieces)}}, "message_delta"))
+    out.append(sse({"type": "message_stop"}, "message_stop"))
+    return out
+
+
+def stream(exchange: Exchange, events: list[bytes], every: float = 0.0) -> None:
+    """Send ``events`` as a chunked event stream, one chunk each, ``every`` seconds apart;
+    the request counts as active until the last chunk is about to go."""
+    exchange.stream_head()
+    for index, event in enumerate(events):
+        if index and every and exchange.server.closing.wait(every):
+            return
+        exchange.chunk(event)
+    exchange.finish(b"0\r\n\r\n")
+
+
+def answer(exchange: Exchange, text: str = "hi", tokens: int = 7) -> None:
+    """A whole reply of ``text``: streamed in two pieces when the request asks for a stream."""
+    if exchange.streamed:
+        half = len(text) // 2
+        stream(exchange, openai_chunks([text[:half], text[half:]], tokens=tokens))
+    else:
+        exchange.reply(completion(text, tokens=tokens))

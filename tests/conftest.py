@@ -7,6 +7,7 @@ import threading
 from typing import Any, Callable
 
 import pytest
+import requests
 
 from _helpers import Gate, text
 from _rawserver import RawServer
@@ -88,6 +89,18 @@ def closing():
     yield keep
     for server in reversed(opened):
         server.close()
+
+
+@pytest.fixture(params=["own session", "host session"])
+def via(request):
+    """Connection options for both routes: the client's own session (which goes direct),
+    or one the host supplies (through ``requests``)."""
+    if request.param == "own session":
+        yield {}
+        return
+    session = requests.Session()
+    yield {"session": session}
+    session.close()
 
 
 @pytest.fixture

@@ -97,6 +97,14 @@ def test_connection_refused_names_the_url_and_the_cause():
     assert error.url == f"http://127.0.0.1:{port}/v1/chat/completions"
 
 
+def test_connection_refused_says_how_to_reach_a_model_server():
+    port = free_port()
+    error = failure(base_url=f"http://127.0.0.1:{port}/v1", retries=0)
+    assert error.cause == "connection refused"
+    assert "is a model server listening there?" in str(error)
+    assert "base_url=" in str(error) and "generate=" in str(error)
+
+
 def test_the_url_in_a_message_has_no_credentials_or_query():
     port = free_port()
     error = failure(base_url=f"http://user:hunter22@127.0.0.1:{port}/v1?api_key=q-secret", retries=0)

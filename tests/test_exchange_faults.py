@@ -21,17 +21,6 @@ from toolnexus.errors import Cancelled, LLMTimeout
 PROMPT = 1.0  # "promptly": generous for a loaded 2-core machine, far below any stall
 
 
-@pytest.fixture(params=["own session", "host session"])
-def via(request):
-    """Connection options: the client's own session, or one the host supplies."""
-    if request.param == "own session":
-        yield {}
-        return
-    session = requests.Session()
-    yield {"session": session}
-    session.close()
-
-
 class RecordingTool:
     """A tool that records whether it ever ran."""
 
@@ -179,6 +168,25 @@ def test_a_dripping_body_cannot_outlast_timeout_ms(servers, via):
         with pytest.raises(LLMTimeout):
             run_in_thread(lambda: client.run("go"), HANG)
         assert time.monotonic() - begun < 0.4 + PROMPT
+
+
+def test_reply_headers_that_drip_cannot_outlast_timeout_ms(servers, via):
+    def script(ex):
+        body = completion("late")
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: {'x' * 200}\r\nContent-Length: {len(body)}\r\n\r\n"
+        for byte in head.encode():
+            if ex.server.closing.wait(0.05):  # about 12 s in all
+                return
+            ex.send(bytes([byte]))
+        ex.send(body)
+
+    server = servers(script)
+    with Client(base_url=server.base_url, model="m", timeout_ms=400, retries=2, **via) as client:
+        begun = time.monotonic()
+        with pytest.raises(LLMTimeout):
+            run_in_thread(lambda: client.run("go"), HANG)
+        assert time.monotonic() - begun < 0.4 + PROMPT
+    assert server.requests == 1
 
 
 def test_without_timeout_ms_a_dripping_body_still_arrives_whole(servers, via):

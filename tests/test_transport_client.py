@@ -497,6 +497,18 @@ def test_a_timeout_is_never_retried():
 
 
 @responses.activate(registry=OrderedRegistry)
+def test_a_timeout_raised_by_the_http_stack_is_never_retried_even_without_timeout_ms():
+    responses.post(OPENAI_URL, body=requests.exceptions.ReadTimeout("slow"))
+    responses.post(OPENAI_URL, json=oa_text("never"))
+    seen = []
+    error = run_expecting_llm_error(retries=3, on_error=lambda info: seen.append(info) or "retry")
+    assert isinstance(error, TimeoutError)
+    assert error.cause == "timed out"
+    assert len(responses.calls) == 1
+    assert [info["retryable"] for info in seen] == [False]  # observed, and not retried even when asked
+
+
+@responses.activate(registry=OrderedRegistry)
 def test_a_host_supplied_session_is_used():
     session = requests.Session()
     session.headers["X-From-Session"] = "yes"

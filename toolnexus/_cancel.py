@@ -92,6 +92,14 @@ class CancelScope:
         if cancelled:
             _shutdown(conn)
 
+    def sever(self) -> None:
+        """Shut the sockets of the calls in flight down without cancelling the scope (their
+        deadline passed: the call fails as timed out, the run goes on)."""
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            _shutdown(conn)
+
     def detach_all(self) -> None:
         with self._lock:
             self._connections.clear()

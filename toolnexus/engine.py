@@ -6,8 +6,15 @@ an ``LLMError``/``Cancelled``. ``HttpEngine`` speaks a wire style to an HTTP end
 ``InProcessEngine`` calls a ``generate`` function. ``ConnectionOptions`` is the one value
 that carries every connection option from ``Client``/``Runtime`` to ``build_engine``.
 
-A wire style is a module that satisfies ``WireStyle``; registering it in
-``toolnexus.styles`` is all a new style needs, and mypy checks it against this protocol.
+A call that takes its text as it comes (``ModelCall.on_text``) is made in the provider's
+streaming mode: the style's ``stream_body`` asks for it, its ``stream_accumulator`` reads
+the events the transport decodes, and the reply is the one the same answer would have
+been unstreamed. ``on_retry`` hears of every retry, so a consumer can drop the text of
+the attempt that failed.
+
+A wire style is a module that satisfies ``WireStyle`` (defined in ``toolnexus.styles``,
+and importable from here too); registering it there is all a new style needs, and mypy
+checks it against that protocol.
 """
 
 from __future__ import annotations
@@ -15,49 +22,25 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import attrs
 
 from ._cancel import CancelScope, TurnGate
-from .data import ModelReply, ToolCall, ToolResult
+from .data import ModelReply
 from .errors import Cancelled, ConfigError, LLMError, WireError
-from .styles import get_style
+from .styles import StreamAccumulator, get_style
+from .styles import WireStyle as WireStyle  # also importable from here, as before
 from .wire import check_json
 
 if TYPE_CHECKING:
     import requests
 
-    from .toolkit import Toolkit
-    from .transport import Transport
+    from ._sse import SSEEvent
+    from .transport import EventFeed, Transport
 
 REFUSED_PARAMS = ("messages", "tools", "stream")
 _CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|api-key)$|key|token|secret", re.IGNORECASE)
-
-
-class WireStyle(Protocol):
-    """The functions every wire-style module provides (pure: no HTTP)."""
-
-    path: str
-
-    def endpoint(self, base_url: str) -> str: ...
-    def headers(self, api_key: str | None) -> dict[str, str]: ...
-    def system_messages(self, system: str | None) -> list[dict[str, Any]]: ...
-    def user_message(self, text: str) -> dict[str, Any]: ...
-    def tools_payload(self, toolkit: Toolkit) -> list[dict[str, Any]]: ...
-    def build_body(
-        self,
-        model: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
-        system: str | None,
-        request_params: dict[str, Any] | None,
-    ) -> dict[str, Any]: ...
-    def parse_reply(self, data: Any) -> ModelReply: ...
-    def tool_calls_of(self, message: dict[str, Any]) -> list[ToolCall]: ...
-    def tool_result_messages(self, results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]: ...
-    def tool_results_in(self, messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]: ...
-    def answer_every_call(self, messages: list[dict[str, Any]], filler: ToolResult) -> list[dict[str, Any]]: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +56,15 @@ class ModelCall:
     #: Called once while the call waits for the model's reply, by an engine that sends a
     #: request and then waits (the HTTP engine); others never call it.
     while_waiting: Callable[[], None] | None = None
+    #: ``on_text(delta)``: a piece of the reply's text, as soon as it arrives. Given, the
+    #: HTTP engine asks for the provider's streaming mode (without it, the request is
+    #: exactly the plain one); the in-process engine calls it once with the whole text.
+    #: It runs on the calling thread, while the turn's slot is held: keep it short.
+    on_text: Callable[[str], None] | None = None
+    #: ``on_retry(attempt, cause)``: the call failed and is being tried again (``attempt``
+    #: 1 for the first retry); the text handed to ``on_text`` so far belongs to the failed
+    #: attempt and is to be dropped.
+    on_retry: Callable[[int, str], None] | None = None
 
 
 class ModelEngine(Protocol):
@@ -132,14 +124,50 @@ class HttpEngine:
 
     def complete(self, call: ModelCall) -> ModelReply:
         body = self._style.build_body(call.model, call.messages, call.tools, call.system, self._params)
-        data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting)
+        if call.on_text is not None:
+            return self._streamed(body, call, call.on_text)
+        data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)
+        return self._parsed(data)
+
+    def _parsed(self, data: Any) -> ModelReply:
         try:
             return self._style.parse_reply(data)
         except WireError as exc:
-            transport = self.transport
-            cause = f"unreadable reply: {transport.scrub(str(exc))}"
-            excerpt = transport.excerpt(json.dumps(data, ensure_ascii=False))
-            raise LLMError(f"model call to {transport.public_url} failed: {cause}", status=200, body_excerpt=excerpt, url=transport.public_url, cause=cause) from exc
+            raise self._unreadable(exc, json.dumps(data, ensure_ascii=False)) from exc
+
+    def _unreadable(self, exc: WireError, shown: str) -> LLMError:
+        transport = self.transport
+        cause = f"unreadable reply: {transport.scrub(str(exc))}"
+        return LLMError(f"model call to {transport.public_url} failed: {cause}", status=200, body_excerpt=transport.excerpt(shown), url=transport.public_url, cause=cause)
+
+    def _streamed(self, body: dict[str, Any], call: ModelCall, on_text: Callable[[str], None]) -> ModelReply:
+        """The call in the provider's streaming mode: each attempt reads its events into a
+        fresh accumulator, handing text to ``on_text`` as it comes."""
+        latest: list[StreamAccumulator] = []
+
+        def begin() -> EventFeed:
+            accumulator = self._style.stream_accumulator()
+            latest[:] = [accumulator]
+
+            def feed(event: SSEEvent) -> bool:
+                delta = accumulator.feed(event)
+                if delta:
+                    on_text(delta)
+                return accumulator.finished
+
+            return feed
+
+        stream_body = self._style.stream_body(body)
+        streamed, data = self.transport.post_stream(stream_body, begin=begin, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)
+        if not streamed:  # the server answered with a plain reply
+            reply = self._parsed(data)
+            if reply.text:
+                on_text(reply.text)
+            return reply
+        try:
+            return latest[0].reply()
+        except WireError as exc:
+            raise self._unreadable(exc, "") from exc
 
     def close(self) -> None:
         self.transport.close()
@@ -183,10 +211,13 @@ class InProcessEngine:
         if call.scope is not None and call.scope.cancelled:
             raise Cancelled("interrupted during the model call")
         try:
-            return self._openai.parse_generated(raw)
+            reply = self._openai.parse_generated(raw)
         except WireError as exc:
             cause = f"unreadable reply: {exc}"
             raise LLMError(f"generate() failed: {cause}", status=None, body_excerpt=repr(raw)[:1000], url="generate()", cause=cause) from exc
+        if call.on_text is not None and reply.text:
+            call.on_text(reply.text)  # the whole text at once: the model gave it so
+        return reply
 
     def close(self) -> None:
         pass

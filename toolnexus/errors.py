@@ -49,6 +49,16 @@ class WireError(ToolnexusError, ValueError):
     """JSON on the wire did not have the expected shape."""
 
 
+class StreamEventError(WireError):
+    """An event of a streamed reply that reports a failure: an error the server sent inside
+    the stream. ``retryable`` when the retry rules retry its kind (an overloaded server,
+    an internal error, a rate limit), as they retry the HTTP status it stands for."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class SpawnError(ToolnexusError):
     """``spawn`` was refused; the message names the cap (``maxChildren``, ``maxDepth``, ...)."""
 

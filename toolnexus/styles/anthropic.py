@@ -8,12 +8,16 @@ message (made up from the reply when the model sent none) and an object ``input`
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
+from ._stream import error_event, event_object, text_of
 from ._usage import answer_every_turn, count, output_text, unique_ids
+
+if TYPE_CHECKING:
+    from .._sse import SSEEvent
 
 path = "/messages"
 API_VERSION = "2023-06-01"
@@ -180,3 +184,122 @@ def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> lis
         return [{**following, "content": [*blocks[: last + 1], *missing, *blocks[last + 1 :]]}], 1
 
     return answer_every_turn(messages, lambda m: bool(tool_calls_of(m)), answer_turn)
+
+
+# --- streamed replies: message_start, content_block_*, message_delta, message_stop ------
+
+#: Where each kind of block delta goes in its block (text pieces are joined).
+_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature"}
+
+
+def stream_body(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking for a streamed reply."""
+    return {**body, "stream": True}
+
+
+def stream_accumulator() -> MessageEvents:
+    return MessageEvents()
+
+
+class MessageEvents:
+    """Reads the events of one streamed message. ``message_start`` gives the message and
+    its input tokens (cache reads and writes included); each ``content_block_start`` a
+    block, which ``content_block_delta`` events extend (``text_delta`` handed back as it
+    comes, ``input_json_delta`` pieces joined per block index and decoded at its
+    ``content_block_stop``); ``message_delta`` the stop reason and the output tokens;
+    ``message_stop`` ends the stream. ``ping`` is ignored, ``error`` fails the stream."""
+
+    def __init__(self) -> None:
+        #: ``message_stop`` came; later events are ignored.
+        self.finished = False
+        self._message: dict[str, Any] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}  # input_json_delta pieces of unfinished blocks
+        self._usage: dict[str, Any] | None = None
+        self._stop: Any = None
+
+    def feed(self, event: SSEEvent) -> str:
+        """Take one event; return the text it adds (``""`` for none)."""
+        if self.finished:
+            return ""
+        data = event_object(event)
+        kind = data.get("type", event.event)
+        if kind == "error":
+            raise error_event(data.get("error"))
+        if kind == "message_start":
+            self._start(data.get("message"))
+        elif kind == "content_block_start":
+            block = data.get("content_block")
+            if not isinstance(block, dict):
+                raise WireError("content_block_start without a content block")
+            self._blocks[_index(data)] = dict(block)
+            return text_of(block.get("text"), "a text block's text") if block.get("type") == "text" else ""
+        elif kind == "content_block_delta":
+            return self._delta(_index(data), data.get("delta"))
+        elif kind == "content_block_stop":
+            self._finish_block(_index(data))
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, dict) and "stop_reason" in delta:
+                self._stop = delta["stop_reason"]
+            if isinstance(data.get("usage"), dict):
+                self._usage = {**(self._usage or {}), **data["usage"]}
+        elif kind == "message_stop":
+            self.finished = True
+        return ""  # ping, and kinds added after this was written
+
+    def _start(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            raise WireError("message_start without a message")
+        self._message = {key: value for key, value in message.items() if key not in ("content", "usage", "stop_reason")}
+        content = message.get("content") or []
+        if not isinstance(content, list):
+            raise WireError("message_start's content is not a list")
+        self._blocks = {index: dict(block) for index, block in enumerate(content) if isinstance(block, dict)}
+        if isinstance(message.get("usage"), dict):
+            self._usage = dict(message["usage"])
+
+    def _delta(self, index: int, delta: Any) -> str:
+        block = self._blocks.get(index)
+        if block is None:
+            raise WireError(f"content_block_delta for block {index}, which was never started")
+        if not isinstance(delta, dict):
+            raise WireError("content_block_delta without a delta")
+        kind = delta.get("type")
+        if kind == "input_json_delta":
+            self._json.setdefault(index, []).append(text_of(delta.get("partial_json"), "an input_json_delta"))
+        elif kind in _DELTA_FIELDS:
+            field = _DELTA_FIELDS[kind]
+            piece = text_of(delta.get(field), f"a {kind}")
+            block[field] = text_of(block.get(field), f"a block's {field}") + piece
+            return piece if kind == "text_delta" else ""
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+        return ""
+
+    def _finish_block(self, index: int) -> None:
+        if index not in self._blocks:
+            raise WireError(f"content_block_stop for block {index}, which was never started")
+        pieces = self._json.pop(index, None)
+        if pieces:
+            joined = "".join(pieces)
+            try:
+                self._blocks[index]["input"] = json.loads(joined)
+            except ValueError:
+                self._blocks[index]["input"] = joined  # kept: the call reports invalid arguments
+
+    def reply(self) -> ModelReply:
+        """The reply the events make, as ``parse_reply`` reads the same message unstreamed."""
+        for index in list(self._json):
+            self._finish_block(index)  # a block the server never stopped
+        data = {**self._message, "content": [self._blocks[index] for index in sorted(self._blocks)], "stop_reason": self._stop}
+        if self._usage is not None:
+            data["usage"] = self._usage
+        return parse_reply(data)
+
+
+def _index(data: dict[str, Any]) -> int:
+    index = data.get("index")
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise WireError(f"{data.get('type')} without a block index")
+    return index

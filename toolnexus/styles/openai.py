@@ -10,12 +10,16 @@ the reply when the model sent none); an assistant message is sent back with a st
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
 from ..toolkit import Toolkit
+from ._stream import error_event, event_object, text_of
 from ._usage import answer_every_turn, count, encode_arguments, output_text, unique_ids
+
+if TYPE_CHECKING:
+    from .._sse import SSEEvent
 
 path = "/chat/completions"
 TRUNCATED = "length"
@@ -174,6 +178,124 @@ def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> lis
         return results + missing, len(results)
 
     return answer_every_turn(messages, lambda m: bool(tool_calls_of(m)), answer_turn)
+
+
+# --- streamed replies: chat-completion chunks up to ``data: [DONE]`` ---------------------
+
+
+def stream_body(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking for a streamed reply, with usage in its final chunk."""
+    options = body.get("stream_options")
+    return {**body, "stream": True, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
+
+
+def stream_accumulator() -> ChatChunks:
+    return ChatChunks()
+
+
+class ChatChunks:
+    """Reads the chunks of one streamed chat completion (first choice only). Text and
+    refusal pieces are handed back as they come; tool-call fragments are joined by their
+    ``index`` (id and name from the first fragment that has them, argument pieces in
+    order); ``finish_reason`` and ``usage`` are the last ones sent."""
+
+    def __init__(self) -> None:
+        #: The end marker (``data: [DONE]``) came; later events are ignored.
+        self.finished = False
+        self._id: Any = None
+        self._text: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}  # index -> id, name, argument pieces
+        self._last_call: int | None = None
+        self._finish: str | None = None
+        self._usage: Any = None
+
+    def feed(self, event: SSEEvent) -> str:
+        """Take one event; return the text it adds (``""`` for none)."""
+        if self.finished:
+            return ""
+        if event.data.strip() == "[DONE]":
+            self.finished = True
+            return ""
+        chunk = event_object(event)
+        if event.event == "error" or "error" in chunk:
+            raise error_event(chunk.get("error", chunk))
+        if self._id is None and isinstance(chunk.get("id"), str):
+            self._id = chunk["id"]
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if choices is None:
+            return ""
+        if not isinstance(choices, list):
+            raise WireError("chunk's choices is not a list")
+        return "".join(self._choice(choice) for choice in choices)
+
+    def _choice(self, choice: Any) -> str:
+        if not isinstance(choice, dict):
+            raise WireError("chunk's choice is not an object")
+        if choice.get("index", 0) != 0:
+            return ""
+        if isinstance(choice.get("finish_reason"), str):
+            self._finish = choice["finish_reason"]
+        delta = choice.get("delta")
+        if delta is None:
+            return ""
+        if not isinstance(delta, dict):
+            raise WireError("chunk's delta is not an object")
+        content = text_of(delta.get("content"), "a content delta")
+        refusal = text_of(delta.get("refusal"), "a refusal delta")
+        self._text.append(content)
+        self._refusal.append(refusal)
+        fragments = delta.get("tool_calls")
+        if fragments is not None:
+            if not isinstance(fragments, list):
+                raise WireError("chunk's tool_calls is not a list")
+            for fragment in fragments:
+                self._fragment(fragment)
+        return content + refusal
+
+    def _fragment(self, fragment: Any) -> None:
+        if not isinstance(fragment, dict):
+            raise WireError("tool call fragment is not an object")
+        index, call_id = fragment.get("index"), fragment.get("id")
+        if not isinstance(index, int) or isinstance(index, bool):
+            # A server that numbers nothing: a new id starts a new call, anything else
+            # continues the last one.
+            known = any(call["id"] == call_id for call in self._calls.values())
+            fresh = isinstance(call_id, str) and call_id and not known
+            index = len(self._calls) if fresh or self._last_call is None else self._last_call
+        call = self._calls.setdefault(index, {"id": None, "name": "", "arguments": []})
+        self._last_call = index
+        if call["id"] is None and isinstance(call_id, str) and call_id:
+            call["id"] = call_id
+        function = fragment.get("function")
+        if function is None:
+            return
+        if not isinstance(function, dict):
+            raise WireError("tool call fragment's function is not an object")
+        if not call["name"] and isinstance(function.get("name"), str):
+            call["name"] = function["name"]
+        if function.get("arguments") is not None:
+            call["arguments"].append(encode_arguments(function["arguments"]))
+
+    def reply(self) -> ModelReply:
+        """The reply the chunks make, as ``parse_reply`` reads the same reply unstreamed."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        refusal = "".join(self._refusal)
+        if refusal:
+            message["refusal"] = refusal
+        if self._calls:
+            message["tool_calls"] = [
+                {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
+                for _, call in sorted(self._calls.items())
+            ]
+        data: dict[str, Any] = {"choices": [{"index": 0, "message": message, "finish_reason": self._finish}]}
+        if self._id is not None:
+            data["id"] = self._id
+        if self._usage is not None:
+            data["usage"] = self._usage
+        return parse_reply(data)
 
 
 # --- the in-process model: OpenAI-shaped requests, a small reply dict -------------------

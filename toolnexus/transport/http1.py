@@ -1,11 +1,16 @@
-"""Reading one HTTP/1.1 reply off a kept-alive socket, under a total deadline.
+"""Reading one whole HTTP/1.1 reply off a kept-alive socket, under a total deadline.
 
-The transport's direct path (the library's own session, no proxy) sends a request in one
-write and reads the reply here: the status line, the headers, and a body framed by
-``Content-Length``, by chunked transfer coding or by the end of the connection. Every read
-waits only for the time left before the deadline, so neither slow headers nor a dripping
-body can outlast it. Failures raise the ``http.client`` exceptions the transport already
-names (``IncompleteRead``, ``RemoteDisconnected``...), or ``MalformedReply``.
+The direct route reads a plain (not streamed) reply here: the status line, the headers,
+and a body framed by ``Content-Length``, by chunked transfer coding or by the end of the
+connection. Every read waits only for the time left before the deadline, so neither slow
+headers nor a dripping body can outlast it. Failures raise the ``http.client`` exceptions
+the transport already names (``IncompleteRead``, ``RemoteDisconnected``...), or
+``MalformedReply``.
+
+Why not ``http.client.HTTPResponse``, which the route uses for streamed replies: it parses
+the headers with the ``email`` package, which costs about 35-40 µs more per reply than
+this reader (a quarter of a local round trip, 10-15 % of a two-call tool run), and a plain
+reply is read whole anyway.
 """
 
 from __future__ import annotations
@@ -15,17 +20,14 @@ import socket
 import time
 from typing import Iterator
 
+from .failures import MalformedReply
+
 _READ_SIZE = 65536
 _MAX_READ = 1 << 20  # one read's buffer, whatever length the reply declares
 _MAX_HEAD = 65536  # status line plus headers
 _MAX_HEADERS = 100
 _MAX_LINE = 65536  # a chunk-size or trailer line
 _NO_BODY = frozenset({204, 304})
-
-
-class MalformedReply(http.client.HTTPException):
-    """The reply does not parse as HTTP/1.x (a bad status line, oversized headers, a
-    ``Content-Length`` that is not a number...)."""
 
 
 class ReplyHeaders:
