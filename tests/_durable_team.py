@@ -212,6 +212,7 @@ def _main(argv: list[str]) -> None:
             outcome = "resumed"
         except Exception as exc:  # noqa: BLE001 - reported to the test
             outcome = type(exc).__name__
+            print(f"{outcome}: {exc}", file=sys.stderr)
         handle = argv[7]
         final = rt.wait(handle, timeout=20) if outcome == "resumed" else None
         print(json.dumps({"outcome": outcome, "final": to_wire(final) if final else None}), flush=True)

@@ -178,12 +178,13 @@ def test_two_processes_racing_on_one_resume_exactly_one_wins(state, files, tmp_p
         args = ["resume", state, files.runtime_id, files.effects, files.calls, started["pending"]["id"], barrier, started["handle"]]
         racers = [subprocess.Popen([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         Path(barrier).touch()
-        outcomes = []
+        outcomes, errors = [], []
         for racer in racers:
             out, err = racer.communicate(timeout=60)
             assert racer.returncode == 0, err
             outcomes.append(json.loads(out.strip().splitlines()[-1]))
-        assert sorted(o["outcome"] for o in outcomes) == ["UnknownRequest", "resumed"]
+            errors.append(err)
+        assert sorted(o["outcome"] for o in outcomes) == ["UnknownRequest", "resumed"], errors
         winner = next(o for o in outcomes if o["outcome"] == "resumed")
         assert winner["final"]["status"] == "done"
     assert len(team.lines(files.effects)) == rounds  # the approved tool ran once per round

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Callable
 
 from .agentdef import call_lifecycle
-from .errors import UnknownHandle
 from .handle import CLOSED, IDLE, RUNNING, Handle
 from .tree import HandleTree
 from .waiting import runnable
@@ -82,16 +81,7 @@ class Closer:
             busy = parent is not self._tree.root and parent.record.state == RUNNING
         if busy:
             return
-        for gone in self._tree.retire(handle):
-            try:
-                above = self._tree.parent(gone)
-            except UnknownHandle:  # left memory before its child did
-                above = None
-            if above is not None:
-                with above.lock:
-                    if gone.id in above.record.children:
-                        above.record.children.remove(gone.id)
-            self._tree.store.forget_handle(gone.id)
+        self._tree.detach(self._tree.retire(handle))
 
     def _unstarted(self, handle: Handle) -> bool:
         """Inline, a turn no thread has picked up has nothing to finish (lock held)."""

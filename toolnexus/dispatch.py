@@ -15,7 +15,6 @@ time (a broker that was down, a message lost); a turn whose owner died is queued
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, runtime_checkable
 
 from . import _jobs
@@ -48,6 +47,8 @@ class QueuedRows(Protocol):
 
     def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]: ...
 
+    def now(self) -> float: ...
+
 
 class Dispatching:
     """One runtime's queued turns: queueing, claiming, sending again."""
@@ -63,7 +64,7 @@ class Dispatching:
 
     def queue(self, handle: Handle, turn: Turn) -> _jobs.Job:
         """Commit ``turn`` as queued; the returned job sends its message (after the commit)."""
-        handle.queue_turn(turn, time.time())
+        handle.queue_turn(turn, self._stored.now())
         handle_id, serial, segment = handle.id, turn.serial, turn.segment
         return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
 
@@ -107,7 +108,7 @@ class Dispatching:
 
     def requeue(self, handle: Handle) -> _jobs.Job:
         """Queue again a turn whose owner died (lock held, in its transaction); the job sends it."""
-        handle.requeue_turn(time.time())
+        handle.requeue_turn(self._stored.now())
         record = handle.record
         assert record.running is not None
         handle_id, serial, segment = handle.id, record.turn_serial, record.running.segment
@@ -115,7 +116,7 @@ class Dispatching:
 
     def resend_stale(self) -> None:
         """Send again every queued turn that no runtime claimed within ``resend_after_s``."""
-        now = time.time()
+        now = self._stored.now()
         for handle_id, owner, queued_at in self._stored.running_turns():
             if owner is None and queued_at is not None and now - queued_at >= self.dispatcher.resend_after_s:
                 self._resend(handle_id, now)

@@ -128,6 +128,11 @@ class PostgresState(SqlState):
         """Wake waiters in every process once the current transaction commits."""
         self.execute("SELECT pg_notify(?, ?)", (CHANNEL, f"{self._sender}|{payload}"[:7000]))
 
+    def now(self) -> float:
+        """PostgreSQL's clock: hosts whose own clocks disagree still agree on a lease."""
+        rows = self.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())")
+        return float(rows[0][0])
+
     def foreign_commits(self) -> int | None:
         """A count of the commits other stores announced, or ``None`` without a listener.
         It may lag a commit by the time its notification takes to arrive, so it serves

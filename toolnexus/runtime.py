@@ -40,7 +40,7 @@ from .scheduler import Scheduler
 from .store import ConversationStore
 from .task import Delegation, agent_tool
 from .tools import Tool
-from .tree import HandleTree
+from .tree import HandleTree, shown_id, valid_id
 from .turns import TurnRunner
 from .waiting import Waiter
 from .wire import to_wire
@@ -240,8 +240,19 @@ class Runtime:
         return self._tree.get(h).record.budget
 
     def handles(self) -> list[HandleView]:
-        """Every handle, root first, then pre-order with children in spawn order."""
-        return [self.inspect(handle) for handle in self._tree.walk(self.root)]
+        """The live handles and at most ``keep_closed`` most recently closed ones, root
+        first, then pre-order with children in spawn order (an older closed handle stays
+        readable by id through ``inspect``, until ``prune`` removes it)."""
+        return self._tree.listing()
+
+    def prune(self, older_than_s: float) -> int:
+        """Delete the closed handles that closed more than ``older_than_s`` seconds ago, with
+        their events, transcripts, journals and answered requests (never one a live handle
+        may still need: a task child of a running turn stays); how many handles it removed.
+        Without a state it lets them go from memory."""
+        if older_than_s < 0:
+            raise ConfigError(f"older_than_s must be 0 or more, not {older_than_s}")
+        return len(self._tree.store.prune(self._tree, time.time() - older_than_s))
 
     def transitions(self, h: Handle | str) -> list[str]:
         handle = self._tree.get(h)
@@ -501,6 +512,8 @@ class Runtime:
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
         """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
         (an ancestor answering inline) or to the root's child (the host's durable resume)."""
+        if not isinstance(answer, Answer) or not valid_id(answer.id):
+            raise UnknownRequest(f"no handle is waiting on request {shown_id(getattr(answer, 'id', answer))}")
         origin_id = self._tree.store.parked(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")

@@ -4,6 +4,7 @@ version, and ``SqlState``, the base of the SQLite, PostgreSQL and Django stores.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, ContextManager, Protocol, Sequence, runtime_checkable
 
 from .errors import ConfigError
@@ -106,6 +107,11 @@ class SqlState:
 
     def notify(self, payload: str) -> None:
         """Tell other processes that the current transaction changed ``payload``'s handle."""
+
+    def now(self) -> float:
+        """The store's clock (seconds since the epoch), which every process of the tree
+        compares leases and heartbeats on: here the host's, as one host shares the store."""
+        return time.time()
 
     def _prepare_migration(self) -> None:
         """Store-specific set-up inside the migration transaction."""

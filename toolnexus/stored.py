@@ -43,6 +43,17 @@ REMOTE_POLL_S = 0.25
 
 _ROOT = "root"
 
+#: Handles deleted per transaction by ``prune``.
+_PRUNE_BATCH = 500
+#: What a pruned handle takes with it: ``(table, the column naming the handle, more conditions)``.
+_PRUNED = (
+    ("tn_events", "handle_id", ""),
+    ("tn_journal", "handle_id", ""),
+    ("tn_messages", "conversation_id", ""),
+    ("tn_requests", "handle_id", " AND status <> 'open'"),
+    ("tn_handles", "id", ""),
+)
+
 
 class StoredTree:
     """The rows of one ``runtime_id`` in a store, as the runtime and its handles use them
@@ -126,7 +137,11 @@ class StoredTree:
             return
         marks = ", ".join("?" for _ in stale)
         lock = " FOR UPDATE" if locking and self.store.dialect == "postgresql" else ""
-        rows = self.store.execute(f"SELECT id, version, body FROM tn_handles WHERE runtime_id = ? AND id IN ({marks}){lock}", (self.runtime_id, *(h.id for h in stale)))
+        # ORDER BY: every transaction locks rows in one order (ids sort ancestors first), or
+        # two of them could each hold a row the other waits for.
+        rows = self.store.execute(
+            f"SELECT id, version, body FROM tn_handles WHERE runtime_id = ? AND id IN ({marks}) ORDER BY id{lock}", (self.runtime_id, *(h.id for h in stale))
+        )
         found = {row[0]: row for row in rows}
         for handle in stale:
             handle.verified = seen
@@ -333,6 +348,47 @@ class StoredTree:
     def forget_handle(self, handle_id: str) -> None:
         pass  # the state keeps it, readable by id
 
+    def listing(self, tree: HandleTree, keep_closed: int) -> list[HandleView]:
+        rows = self.store.execute(
+            "SELECT id, parent_id, spawn_no, version, body FROM tn_handles WHERE runtime_id = ? AND state IN ('idle', 'running', 'suspended')"
+            " UNION ALL SELECT * FROM (SELECT id, parent_id, spawn_no, version, body FROM tn_handles"
+            " WHERE runtime_id = ? AND state = 'closed' ORDER BY updated_at DESC LIMIT ?) recent",
+            (self.runtime_id, self.runtime_id, keep_closed),
+        )
+        below: dict[str | None, list[tuple[int, str]]] = {}
+        for handle_id, parent_id, spawn_no, _, _ in rows:
+            below.setdefault(parent_id, []).append((spawn_no, handle_id))
+        for children in below.values():
+            children.sort()
+        records = {}
+        for handle_id, _, _, version, body in rows:
+            data = _json(body)
+            data.update(id=handle_id, version=version, children=[child for _, child in below.get(handle_id, [])])
+            records[handle_id] = _codec()[1](data)
+        views: list[HandleView] = []
+        stack = [_ROOT] if _ROOT in records else []
+        while stack:  # pre-order, children in spawn order; a listed child of an unlisted parent has no place
+            record = records[stack.pop()]
+            views.append(Handle(record, None, self).view())
+            stack.extend(reversed([child for child in record.children if child in records]))
+        return views
+
+    def prune(self, tree: HandleTree, before: float) -> list[str]:
+        rows = self.store.execute(
+            "SELECT h.id FROM tn_handles h WHERE h.runtime_id = ? AND h.state = 'closed' AND h.updated_at < ? AND h.id <> ?"
+            " AND NOT EXISTS (SELECT 1 FROM tn_handles p WHERE p.runtime_id = h.runtime_id AND p.id = h.parent_id AND p.state = 'running')",
+            (self.runtime_id, before, _ROOT),
+        )
+        ids = [row[0] for row in rows]
+        for start in range(0, len(ids), _PRUNE_BATCH):
+            batch = ids[start : start + _PRUNE_BATCH]
+            marks = ", ".join("?" for _ in batch)
+            with self.store.transaction():  # each batch whole: a row with its events, journal, transcript
+                for table, column, extra in _PRUNED:
+                    self.store.execute(f"DELETE FROM {table} WHERE runtime_id = ? AND {column} IN ({marks}){extra}", (self.runtime_id, *batch))
+        tree.forget(ids)
+        return ids
+
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return Ownership(self, owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat)
 
@@ -344,8 +400,13 @@ class StoredTree:
             self._let_go = True
             self.store.close()
 
+    def now(self) -> float:
+        """The store's clock: leases, heartbeats and queue times are compared on it."""
+        now: float = getattr(self.store, "now", time.time)()
+        return now
+
     def register_owner(self, owner: str, host: str, pid: int) -> None:
-        now = time.time()
+        now = self.now()
         with self.store.transaction():
             self.store.execute(
                 "INSERT INTO tn_owners (runtime_id, owner, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)"
@@ -355,7 +416,7 @@ class StoredTree:
 
     def heartbeat(self, owner: str) -> None:
         with self.store.transaction():
-            self.store.execute("UPDATE tn_owners SET heartbeat_at = ? WHERE runtime_id = ? AND owner = ?", (time.time(), self.runtime_id, owner))
+            self.store.execute("UPDATE tn_owners SET heartbeat_at = ? WHERE runtime_id = ? AND owner = ?", (self.now(), self.runtime_id, owner))
 
     def drop_owner(self, owner: str) -> None:
         with self.store.transaction():
@@ -382,7 +443,7 @@ class StoredTree:
             row[0]: (row[1], int(row[2]), float(row[3]))
             for row in self.store.execute("SELECT owner, host, pid, heartbeat_at FROM tn_owners WHERE runtime_id = ?", (self.runtime_id,))
         }
-        now = time.time()
+        now = self.now()
         found = []
         for handle_id, owner, queued_at in self.running_turns():
             if owner is None and queued_at is not None:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import time
 from typing import Any, Callable, ContextManager, Iterator, Protocol
 
 from . import journal
-from .data import Request
+from .data import HandleView, Request
 from .errors import ConfigError, UnknownHandle
 from .handle import Handle, Turn
 from .record import HandleRecord, Resume
@@ -122,6 +123,15 @@ class TreeStore(Protocol):
     def forget_handle(self, handle_id: str) -> None:
         """``handle_id`` left the runtime's memory."""
 
+    def listing(self, tree: HandleTree, keep_closed: int) -> list[HandleView]:
+        """``handles()``: the live handles and at most ``keep_closed`` most recently closed
+        ones, root first, then pre-order; the cost follows what it lists, not the history."""
+
+    def prune(self, tree: HandleTree, before: float) -> list[str]:
+        """Delete closed handles (with their events, transcripts, journal and answered
+        requests) that closed before ``before`` (``time.time()``), except any a live handle
+        may still need; their ids."""
+
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership: ...
 
     def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str) -> Any:
@@ -133,6 +143,27 @@ class TreeStore(Protocol):
 
 
 _NOTHING: ContextManager[Any] = contextlib.nullcontext()
+
+#: Longer ids than this are not ids (every verb answers "unknown" without looking).
+MAX_ID_CHARS = 4096
+
+
+def valid_id(value: object) -> bool:
+    """Whether ``value`` can be a handle or request id: a string of at most
+    ``MAX_ID_CHARS`` with no NUL that encodes as UTF-8 (no lone surrogates)."""
+    if not isinstance(value, str) or len(value) > MAX_ID_CHARS or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_id(value: object) -> str:
+    """An id as an error message may show it: short, and printable."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _Solo:
@@ -255,6 +286,16 @@ class MemoryTree:
             assert isinstance(self.conversations, InMemoryStore)
             self.conversations.discard(handle_id)
 
+    def listing(self, tree: HandleTree, keep_closed: int) -> list[HandleView]:
+        views = []
+        for handle in tree.walk(tree.root):  # memory holds at most keep_closed closed ones
+            with handle.lock:
+                views.append(handle.view())
+        return views
+
+    def prune(self, tree: HandleTree, before: float) -> list[str]:
+        return [handle.id for handle in tree.drop_closed(before)]
+
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return _Solo()
 
@@ -279,7 +320,8 @@ class HandleTree:
         self._keep_closed = keep_closed
         self._lock = threading.Lock()  # guards: _handles, _closed (a leaf lock)
         self._handles: dict[str, Handle] = {root.id: root}
-        self._closed: collections.deque[str] = collections.deque()  # retired handles, oldest first
+        #: Retired handles and when (``time.time()``), oldest first.
+        self._closed: collections.deque[tuple[str, float]] = collections.deque()
 
     def __len__(self) -> int:
         with self._lock:
@@ -287,6 +329,8 @@ class HandleTree:
 
     def get(self, h: Handle | str) -> Handle:
         handle_id = h.id if isinstance(h, Handle) else h
+        if not valid_id(handle_id):
+            raise UnknownHandle(f"no handle {shown_id(handle_id)}")
         with self._lock:
             handle = self._handles.get(handle_id)
         if handle is None:
@@ -338,14 +382,48 @@ class HandleTree:
         with handle.lock:
             ids = [handle.id, *self._closed_below(handle)]
             handle.retired = True
+        now = time.time()
         with self._lock:
-            self._closed.extend(ids)
+            self._closed.extend((handle_id, now) for handle_id in ids)
             gone = []
             while len(self._closed) > self._keep_closed:
-                dropped = self._handles.pop(self._closed.popleft(), None)
+                dropped = self._handles.pop(self._closed.popleft()[0], None)
                 if dropped is not None:
                     gone.append(dropped)
         return gone
+
+    def drop_closed(self, before: float) -> list[Handle]:
+        """The retired handles closed before ``before`` leave the table and their parents'
+        lists of children; they are returned."""
+        gone = []
+        with self._lock:
+            while self._closed and self._closed[0][1] < before:
+                dropped = self._handles.pop(self._closed.popleft()[0], None)
+                if dropped is not None:
+                    gone.append(dropped)
+        self.detach(gone)
+        return gone
+
+    def detach(self, gone: list[Handle]) -> None:
+        """Handles that left the table leave their parents' lists of children (in memory
+        the list is the tree; a store keeps its own) and the store's memory."""
+        for handle in gone:
+            with self._lock:
+                above = self._handles.get(handle.record.parent) if handle.record.parent is not None else None
+            if above is not None:
+                with above.lock:
+                    if handle.id in above.record.children:
+                        above.record.children.remove(handle.id)
+            self.store.forget_handle(handle.id)
+
+    def forget(self, ids: list[str]) -> None:
+        """Handles the store deleted leave the table too."""
+        with self._lock:
+            for handle_id in ids:
+                self._handles.pop(handle_id, None)
+
+    def listing(self) -> list[HandleView]:
+        return self.store.listing(self, self._keep_closed)
 
     def _closed_below(self, handle: Handle) -> list[str]:
         """Ids under ``handle`` that were closed while their parent still ran (task children)."""
