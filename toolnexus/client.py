@@ -19,8 +19,8 @@ from ._closing import Held
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
 from .errors import ToolnexusError
-from .hooks import HooksLike
-from .loop import Engine, Hooks, RunSpec
+from .hooks import Hooks, HooksLike
+from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for

@@ -22,6 +22,7 @@ from . import _jobs, budget, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
+from .hooks import Hooks
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
@@ -30,32 +31,6 @@ from ._cancel import CancelScope, TurnGate
 log = logging.getLogger("toolnexus")
 
 Emit = Callable[[dict[str, Any]], None]
-
-_HOOK_NAMES = ("before_llm", "after_llm", "before_tool", "after_tool")
-
-
-@attrs.frozen
-class Hooks:
-    """The four optional hook callables, from an object with those methods or a dict."""
-
-    before_llm: Callable[..., Any] | None = None
-    after_llm: Callable[..., Any] | None = None
-    before_tool: Callable[..., Any] | None = None
-    after_tool: Callable[..., Any] | None = None
-
-    @classmethod
-    def of(cls, hooks: Any) -> Hooks:
-        if hooks is None:
-            return cls()
-        if isinstance(hooks, Hooks):
-            return hooks
-        if isinstance(hooks, dict):
-            unknown = set(hooks) - set(_HOOK_NAMES)
-            if unknown:
-                raise ValueError(f"unknown hook(s): {', '.join(sorted(unknown))}")
-            return cls(**hooks)
-        return cls(**{name: getattr(hooks, name, None) for name in _HOOK_NAMES})
-
 
 @attrs.frozen(kw_only=True)
 class Engine:

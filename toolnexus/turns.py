@@ -19,7 +19,8 @@ from .agentdef import AgentDef
 from .data import AgentResult, RunResult, Usage
 from .errors import Cancelled
 from .handle import Handle, Turn
-from .loop import Engine, Hooks, RunSpec
+from .hooks import Hooks
+from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .store import ConversationStore
 from .toolkit import Toolkit
