@@ -33,7 +33,7 @@ import attrs
 
 from ._cancel import CancelScope
 from ._jobs import Job
-from .data import AgentResult, Answer, HandleView
+from .data import AgentResult, Answer, HandleView, Usage, add_cost
 from .record import CLOSED, IDLE, RUNNING, SUSPENDED, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, closed_result, interrupted, stamp_path
 
 __all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
@@ -87,6 +87,7 @@ class Turn:
     segment: int = 0
     started: float = 0.0
     tokens_before: int = 0
+    cost_before: float | None = None
     prior_turns: int = 0
     #: Model calls this turn made so far, counted by the ``TurnRunner`` under its lock.
     model_calls: int = 0
@@ -177,6 +178,7 @@ class Handle:
             tool_calls=r.tool_calls,
             inbox=len(r.inbox),
             pending=r.pending,
+            cost=r.cost,
         )
 
     # --- the state machine: every method below is called with self.lock held -----------
@@ -227,7 +229,7 @@ class Handle:
             record = self.record
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
-            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, trace=trace)
+            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, cost_before=record.cost, trace=trace)
 
     def begin(self, turn: Turn, now: float, owner: str) -> None:
         """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
@@ -255,6 +257,7 @@ class Handle:
             serial=record.turn_serial,
             input=input,
             tokens_before=running.tokens_before,
+            cost_before=running.cost_before,
             prior_turns=running.prior_turns,
             resume=resume,
             segment=running.segment,
@@ -268,6 +271,7 @@ class Handle:
             segment=turn.segment,
             owner=owner,
             tokens_before=turn.tokens_before,
+            cost_before=turn.cost_before,
             prior_turns=turn.prior_turns,
             queued_at=queued_at,
             resumed=turn.resume is not None,
@@ -356,6 +360,7 @@ class Handle:
                 request=request,
                 segment=turn.segment,
                 tokens_before=turn.tokens_before,
+                cost_before=turn.cost_before,
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
@@ -446,6 +451,7 @@ class Handle:
                 serial=record.turn_serial,
                 input=input,
                 tokens_before=suspension.tokens_before,
+                cost_before=suspension.cost_before,
                 prior_turns=suspension.turns if origin else 0,
                 segment=suspension.segment,
                 trace=trace,
@@ -512,10 +518,15 @@ class Handle:
         with self.store.change(self):
             self.record.turns += 1
 
-    def charge_tokens(self, tokens: int) -> None:
-        """Own usage or a descendant's, rolled up."""
+    def charge_usage(self, usage: Usage) -> None:
+        """One model call's usage, own or a descendant's (rolled up): its tokens and, when
+        its model has a price, its cost."""
         with self.store.change(self):
-            self.record.tokens += tokens
+            record = self.record
+            record.tokens += usage.total_tokens
+            if usage.cost is not None:
+                record.cost = add_cost(record.cost, usage.cost)
+                record.largest_cost = max(record.largest_cost or 0.0, usage.cost)
 
     def charge_tool_calls(self, count: int, *, own: bool) -> None:
         with self.store.change(self):

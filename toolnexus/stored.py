@@ -470,7 +470,7 @@ class StoredJournal:
             self._tree.journal_put(self._handle.id, self._serial, self._segment, "model", step, "", "done", payload)
             self._handle.charge_model_call()
             for each in chain:
-                each.charge_tokens(reply.usage.total_tokens)
+                each.charge_usage(reply.usage)
 
     def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
         found: dict[str, ToolResult | None] = {}
