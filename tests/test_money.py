@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -16,11 +17,12 @@ from _durable_team import files, state  # noqa: F401 - fixtures
 from conftest import HANG_TIMEOUT, run_in_thread
 from toolnexus import AgentDef, Budget, Client, ConfigError, Runtime, SpawnError, Tool, Toolkit, agent
 from toolnexus._cancel import CancelScope
-from toolnexus.data import Usage
+from toolnexus.cli import TeamFileError, load_team, main, tree_lines
+from toolnexus.data import HandleView, Usage
 from toolnexus.errors import Cancelled
 from toolnexus.spending import Cap, Spending
 from toolnexus.styles import anthropic, openai
-from toolnexus.testing import ScriptedModel, tool_messages
+from toolnexus.testing import ScriptedLLMServer, ScriptedModel, text_completion, tool_call_completion, tool_messages
 
 #: Every scripted call: 1,000 tokens in, 200 out.
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200}
@@ -408,3 +410,94 @@ def test_the_cost_is_kept_in_the_durable_ledger(state, files):
     with Runtime(three_levels(), generate=three_level_model(), prices=PRICES, state=state, runtime_id=files.runtime_id) as rt:
         assert {hid: rt.inspect(hid).cost for hid in before} == pytest.approx(before)
         assert rt.inspect("root").cost == pytest.approx(result.cost)
+
+
+# --- team files and the command line --------------------------------------------------------------
+
+TEAM = """\
+entry = "coordinator"
+
+[connection]
+base_url = "{base_url}"
+model = "file-model"
+
+[prices."file-model"]
+input = 1000
+output = 2000
+
+[prices.writer-model]
+input = 3000
+output = 3000
+cached_input = 300
+
+[agents.coordinator]
+does = "Coordinates"
+team = ["researcher", "writer"]
+
+[agents.coordinator.budget]
+max_cost = 0.5
+
+[agents.researcher]
+does = "Researches"
+
+[agents.writer]
+does = "Writes"
+model = "writer-model"
+"""
+
+#: The scripted server's usage (10 in, 5 out) at the team file's prices.
+FILE_CALL, WRITER_CALL = 0.02, 0.045
+
+
+def team_responder(body):
+    tools = [t["function"]["name"] for t in body.get("tools", [])]
+    results = tool_messages(body)
+    if "task" in tools and not results:
+        return tool_call_completion(body, [("c1", "task", {"agent": "researcher", "prompt": "facts"}), ("c2", "task", {"agent": "writer", "prompt": "prose"})])
+    return text_completion(body, "final: " + " | ".join(results) if results else "notes")
+
+
+def test_a_team_file_prices_its_models_and_caps_an_agent_in_dollars(tmp_path: Path):
+    path = tmp_path / "team.toml"
+    path.write_text(TEAM.format(base_url="http://127.0.0.1:9"))
+    team = load_team(str(path))
+    assert team.prices == {"file-model": {"input": 1000, "output": 2000}, "writer-model": {"input": 3000, "output": 3000, "cached_input": 300}}
+    assert team.registry["coordinator"].budget == Budget(max_cost=0.5)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (("input = 1000\n", "input = -1\n"), "prices['file-model'].input must be a number >= 0"),
+        (("output = 2000\n", ""), "needs output"),
+        (("max_cost = 0.5", "max_cost = -0.5"), "max_cost must be a number of US dollars >= 0"),
+        (("max_cost = 0.5", "max_cost = nan"), "max_cost must be a finite number"),
+    ],
+)
+def test_a_team_file_with_a_bad_price_or_cost_cap_is_refused(tmp_path: Path, change, problem):
+    path = tmp_path / "team.toml"
+    path.write_text(TEAM.format(base_url="http://127.0.0.1:9").replace(*change, 1))
+    with pytest.raises(TeamFileError, match=re.escape(problem)):
+        load_team(str(path))
+
+
+def test_the_command_line_shows_the_cost_in_the_tree_and_in_json(tmp_path: Path, capsys):
+    path = tmp_path / "team.toml"
+    with ScriptedLLMServer(team_responder) as server:
+        path.write_text(TEAM.format(base_url=server.base_url))
+        assert main(["run", str(path), "hello", "--json", "--no-tree"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert main(["run", str(path), "hello", "--no-tree"]) == 0
+        out = capsys.readouterr().out
+    assert result["status"] == "done" and result["cost"] == pytest.approx(3 * FILE_CALL + WRITER_CALL)
+    assert "total cost: $0.105000" in out
+    final_tree = out.split("final tree:")[1].splitlines()
+    coordinator = next(line for line in final_tree if line.strip().startswith("root/coordinator.1 "))
+    assert coordinator.endswith("cost  $0.105000")
+
+
+def test_the_tree_shows_cost_only_when_something_was_priced():
+    views = [HandleView(id="root", name="root", state="idle", parent=None, children=[], turns=0, tokens=0, tool_calls=0, inbox=0)]
+    assert "cost" not in tree_lines(views)[0]
+    priced = [HandleView(id="root", name="root", state="idle", parent=None, children=[], turns=0, tokens=5, tool_calls=0, inbox=0, cost=0.0012)]
+    assert tree_lines(priced)[0].endswith("cost  $0.001200")
