@@ -501,3 +501,11 @@ def test_the_tree_shows_cost_only_when_something_was_priced():
     assert "cost" not in tree_lines(views)[0]
     priced = [HandleView(id="root", name="root", state="idle", parent=None, children=[], turns=0, tokens=5, tool_calls=0, inbox=0, cost=0.0012)]
     assert tree_lines(priced)[0].endswith("cost  $0.001200")
+
+
+def test_the_readme_budgets_example_runs_as_pasted(capsys):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Budgets", 1)[1].split("\n### ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_budgets"})
+    assert capsys.readouterr().out == "done $0.016560\n"
