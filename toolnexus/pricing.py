@@ -43,8 +43,6 @@ class Price:
         return dollars * _PER_TOKEN
 
 
-Prices = Mapping[str, Price]
-
 
 def table(prices: Mapping[str, Any] | None) -> dict[str, Price]:
     """``prices=`` as given, checked: every model maps to ``input`` and ``output`` (and

@@ -6,7 +6,9 @@ under a ``max_cost`` (its own or an ancestor's), ``Spending.flight`` reads the l
 every capped handle on the chain, then either refuses the call (a cap is reached:
 ``maxCost``), or counts it in flight against each of those caps, or waits for a call in
 flight to land when more could take a cap too far (``budget.may_fly``). The count is this
-runtime's: calls that other processes have in flight reach it only once charged.
+runtime's: calls that other processes have in flight reach it only once charged. Waiting
+calls are not queued in order: near a cap, whichever is first to find room goes, and a
+child whose first call was still waiting when the cap was reached makes none.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class TurnRunner:
         spent = self.chain_limit(handle)
         if spent is not None:
             text = budgets.on_chain(spent, handle.id)
-            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, cost=cost_since(handle.record.cost, turn.cost_before)), None
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, cost=self._spent(handle, turn)[1]), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
