@@ -155,8 +155,13 @@ def crash_model(calls: str | None, crash: str | None = None) -> ScriptedModel:
     return ScriptedModel({"m-lead": lead, "m-worker": worker}, usage=USAGE)
 
 
+#: The crash team's models are priced, so a recovered run's cost can be compared.
+CRASH_PRICES = {"m-lead": {"input": 1.0, "output": 2.0}, "m-worker": {"input": 3.0, "output": 5.0}}
+
+
 def crash_runtime(state: str, runtime_id: str, effects: str, calls: str | None, retry: str = "never", crash: str | None = None, **options: Any) -> Runtime:
-    return Runtime(crash_registry(effects, retry, crash), generate=crash_model(calls, crash), state=state, runtime_id=runtime_id, **options)
+    registry = crash_registry(effects, retry, crash)
+    return Runtime(registry, generate=crash_model(calls, crash), state=state, runtime_id=runtime_id, prices=CRASH_PRICES, **options)
 
 
 def stalling_runtime(state: str, runtime_id: str, calls: str, release: str) -> Runtime:

@@ -334,6 +334,7 @@ def test_metrics_renders_prometheus_text():
         ("toolnexus_tool_calls_total", "counter"),
         ("toolnexus_tool_duration_seconds", "histogram"),
         ("toolnexus_run_errors_total", "counter"),
+        ("toolnexus_cost_usd_total", "counter"),
     ]
     type_lines = [line for line in out.splitlines() if line.startswith("# TYPE")]
     assert type_lines == [f"# TYPE {name} {kind}" for name, kind in families]

@@ -55,18 +55,28 @@ def finish(rt: Runtime):
 
 
 def uninterrupted_ledgers(tmp_path) -> list[tuple[str, int, int, int]]:
+    return uninterrupted(tmp_path)[0]
+
+
+def uninterrupted(tmp_path) -> tuple[list[tuple[str, int, int, int]], dict[str, float | None], float | None]:
+    """The uninterrupted run's ledgers, each handle's cost and the lead's result cost."""
     rt = team.crash_runtime(str(tmp_path / "reference.db"), "reference", str(tmp_path / "ref-effects.txt"), None)
     try:
         lead = rt.spawn(rt.root, "lead")
         rt.wake(lead, "charge order A-1")
-        assert finish(rt).text == FINAL
-        return ledgers(rt)
+        result = finish(rt)
+        assert result.text == FINAL
+        return ledgers(rt), costs(rt), result.cost
     finally:
         rt.release()
 
 
 def ledgers(rt: Runtime) -> list[tuple[str, int, int, int]]:
     return [(v.id, v.turns, v.tokens, v.tool_calls) for v in rt.handles()]
+
+
+def costs(rt: Runtime) -> dict[str, float | None]:
+    return {v.id: v.cost for v in rt.handles()}
 
 
 @pytest.mark.parametrize("point", ["lead-after-reply", "worker-after-reply", "worker-second-call"])
@@ -82,7 +92,11 @@ def test_a_killed_turn_is_finished_by_a_new_process_without_repeating_a_step(sta
         assert calls == Counter({"lead": 2, "worker": 2}), (before, calls)
         assert len(team.lines(files.effects)) == 1  # the tool ran once
         assert rt.inspect("root/lead.1").children == ["root/lead.1/worker.1"]  # no second child
-        assert ledgers(rt) == uninterrupted_ledgers(tmp_path)
+        reference, reference_costs, reference_cost = uninterrupted(tmp_path)
+        assert ledgers(rt) == reference
+        # a recorded reply was charged once, before the crash: the money matches too
+        assert costs(rt) == pytest.approx(reference_costs) and None not in reference_costs.values()
+        assert result.cost == pytest.approx(reference_cost)
         assert any(e["event"] == "recovered" for e in rt.events())
     finally:
         rt.release()

@@ -74,6 +74,11 @@ class AgentDef:
         return tuple(member.name if _is_agent(member) else str(member) for member in self.team)
 
 
+def model_of(definition: AgentDef, default: str) -> str:
+    """The model an agent's turns use: its own, or ``default`` (the runtime's) when it inherits."""
+    return default if definition.model in ("inherit", "", None) else definition.model
+
+
 _DEF_KEYS = {f.name for f in attrs.fields(AgentDef)}
 
 

@@ -7,7 +7,7 @@ exemption), the limits checked before turns, model calls and spawns. Pure functi
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Callable, Literal, TypeVar
 
 import attrs
 
@@ -29,19 +29,24 @@ def merge(base: Budget | None, override: Budget | None) -> Budget:
     return attrs.evolve(base, **changes)
 
 
-def _least(*values: int | None) -> int | None:
+N = TypeVar("N", int, float)
+
+
+def _least(*values: N | None) -> N | None:
     present = [v for v in values if v is not None]
     return min(present) if present else None
 
 
-def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: int) -> Budget:
-    """A child's effective budget: ``min(own, parent's remaining)`` for every shared pool.
+def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: int, parent_cost: float = 0.0) -> Budget:
+    """A child's effective budget: ``min(own, parent's remaining)`` for every shared pool
+    (tokens, tool calls, money), so a child of a capped parent is always capped.
 
     ``max_children`` and ``max_concurrent`` are the child's own caps on its own children;
     ``max_depth`` is inherited when the child sets none.
     """
     tokens_left = max(0, parent.max_tokens - parent_tokens) if parent.max_tokens is not None else None
     calls_left = max(0, parent.max_tool_calls - parent_tool_calls) if parent.max_tool_calls is not None else None
+    cost_left = max(0.0, parent.max_cost - parent_cost) if parent.max_cost is not None else None
     return Budget(
         max_turns=_least(own.max_turns, parent.max_turns),
         max_tokens=_least(own.max_tokens, tokens_left),
@@ -50,16 +55,35 @@ def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: in
         max_children=own.max_children,
         max_concurrent=own.max_concurrent,
         max_depth=own.max_depth if own.max_depth is not None else parent.max_depth,
+        max_cost=_least(own.max_cost, cost_left),
     )
 
 
-def pool_limit(budget: Budget, tokens: int, tool_calls: int) -> str | None:
-    """The name of the spent pool, if any: ``maxTokens`` or ``maxToolCalls``."""
+def pool_limit(budget: Budget, tokens: int, tool_calls: int, cost: float | None = None) -> str | None:
+    """The name of the spent pool, if any: ``maxTokens``, ``maxToolCalls`` or ``maxCost``."""
     if budget.max_tokens is not None and tokens >= budget.max_tokens:
         return "maxTokens"
     if budget.max_tool_calls is not None and tool_calls >= budget.max_tool_calls:
         return "maxToolCalls"
+    if budget.max_cost is not None and (cost or 0.0) >= budget.max_cost:
+        return "maxCost"
     return None
+
+
+def may_fly(cap: float, spent: float, largest: float | None, flying: int) -> bool:
+    """Whether one more model call may start under a money cap (not reached yet) while
+    ``flying`` calls already count against it.
+
+    A call's cost is known only once its reply is in, so each call in flight is reckoned
+    at ``largest``, the most one call charged to that ledger has cost. A call may start
+    alone, or when the calls in flight, at that reckoning, cannot take the ledger past the
+    cap. The cap is then passed by at most one call (one costing no more than ``largest``),
+    however many handles spend under it at once. Until a first call has been charged
+    (``largest`` unknown) calls under the cap go one at a time.
+    """
+    if flying == 0:
+        return True
+    return largest is not None and spent + flying * largest <= cap
 
 
 def max_turns(budget: Budget) -> int:
@@ -83,13 +107,14 @@ def slot_free(parent: Budget, take_slot: Callable[[int | None], bool], *, root: 
 # --- the refusals and limits, each with the message that names it ---------------------------
 
 #: The limits a run can reach, as ``AgentResult.limit``/``RunResult.limit`` name them.
-Limit = Literal["maxTurns", "maxTokens", "maxToolCalls", "maxWallMs"]
+Limit = Literal["maxTurns", "maxTokens", "maxToolCalls", "maxWallMs", "maxCost"]
 
 LIMIT_TEXT: dict[str, str] = {
     "maxTurns": "turn limit reached",
     "maxTokens": "budget exhausted: token pool spent",
     "maxToolCalls": "budget exhausted: tool-call pool spent",
     "maxWallMs": "wall-clock limit reached",
+    "maxCost": "budget exhausted: money cap reached",
 }
 
 
@@ -116,9 +141,15 @@ def on_chain(limit: str, handle_id: str) -> str:
     return f"{LIMIT_TEXT[limit]} on the ancestor chain of {handle_id}"
 
 
-def turn_limit(budget: Budget, tokens: int, tool_calls: int, elapsed_s: float) -> str | None:
-    """Checked before every model call of a turn: its own carved pools, then its wall clock."""
-    spent = pool_limit(budget, tokens, tool_calls)
+def unpriced(agent: str, model: str) -> str:
+    """A money cap that applies to an agent whose model has no price (a ``ConfigError``)."""
+    return f"maxCost applies to agent {agent!r}, but its model {model!r} has no price: add {model!r} to prices="
+
+
+def turn_limit(budget: Budget, tokens: int, tool_calls: int, elapsed_s: float, cost: float | None = None) -> str | None:
+    """Checked before every model call of a turn: its own carved pools, then its wall clock
+    (the money caps of its ancestors are checked as the call starts, see ``may_fly``)."""
+    spent = pool_limit(budget, tokens, tool_calls, cost)
     if spent is None and budget.max_wall_ms is not None and elapsed_s * 1000 >= budget.max_wall_ms:
         return "maxWallMs"
     return spent

@@ -14,7 +14,7 @@ import sys
 from typing import IO, Any, Callable, Sequence
 
 from . import __version__
-from .console import Approver, LiveTree, tree_lines
+from .console import Approver, LiveTree, dollars, tree_lines
 from .data import AgentResult, Answer, Request, make_answer
 from .errors import ToolnexusError, UnknownRequest
 from .runtime import Runtime
@@ -51,12 +51,15 @@ def _exit_code(result: AgentResult) -> int:
 
 
 def _summary(rt: Runtime, result: AgentResult, out: IO[str]) -> None:
-    total = rt.inspect(rt.root).tokens
+    root = rt.inspect(rt.root)
     out.write(f"\n{result.text}\n\n")
     if result.status != "done":
         limit = f" ({result.limit})" if result.limit else ""
         out.write(f"status: {result.status}{limit}\n")
-    out.write(f"total tokens: {total}\n\nfinal tree:\n")
+    out.write(f"total tokens: {root.tokens}\n")
+    if root.cost is not None:
+        out.write(f"total cost: {dollars(root.cost)}\n")
+    out.write("\nfinal tree:\n")
     out.write("\n".join(tree_lines(rt.handles())) + "\n")
     out.flush()
 
@@ -254,6 +257,8 @@ def _connection_options(args: argparse.Namespace, team: Team) -> dict[str, Any]:
     for key in ("timeout_ms", "retries", "request_params"):
         if key in connection:
             options[key] = connection[key]
+    if team.prices:
+        options["prices"] = team.prices
     return options
 
 

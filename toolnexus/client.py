@@ -12,15 +12,15 @@ import time
 import warnings
 import weakref
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
-from . import loop, tracing
+from . import loop, pricing, tracing
 from ._closing import Held
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
 from .errors import ToolnexusError
-from .hooks import HooksLike
-from .loop import Engine, Hooks, RunSpec
+from .hooks import Hooks, HooksLike
+from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for
@@ -50,6 +50,11 @@ class Client:
     ``timeout_ms`` bounds one whole model exchange (connect, send, the entire body); a
     ``Retry-After`` longer than ``max_retry_after_s`` fails at once instead of sleeping,
     and ``close()`` cuts any exchange or retry wait in flight short.
+
+    ``prices`` (``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
+    dollars per million tokens; see ``toolnexus.pricing``) gives ``RunResult.usage`` its
+    ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for ``model``
+    the cost is ``None``.
     """
 
     def __init__(
@@ -77,7 +82,9 @@ class Client:
         inline: bool = False,
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
+        prices: Mapping[str, Any] | None = None,
     ) -> None:
+        price = pricing.table(prices).get(model)
         self.model = model
         self.inline = inline
         self.style = style
@@ -95,6 +102,7 @@ class Client:
             emit=emitter(self._metrics, on_metric),
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
+            price=price,
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         self._guard = guard_for(self._store)
@@ -210,6 +218,8 @@ class Client:
             raise
         else:
             event.update(turns=result.turns, tool_calls=result.tool_call_count, total_tokens=result.usage.total_tokens)
+            if result.usage.cost is not None:
+                event["cost"] = result.usage.cost
             return result
         finally:
             event["ms"] = round((time.perf_counter() - started) * 1000, 3)

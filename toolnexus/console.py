@@ -24,19 +24,28 @@ _CSI = "\x1b["
 
 
 def tree_lines(views: Sequence[HandleView]) -> list[str]:
-    """One aligned line per handle, indented by depth: id, state, turns, tokens."""
+    """One aligned line per handle, indented by depth: id, state, turns, tokens, and the
+    cost when any handle of the tree has one (a model with a price)."""
     if not views:
         return []
     depth = {view.id: view.id.count("/") for view in views}
     width = max(2 * depth[view.id] + len(view.id) for view in views)
+    priced = any(view.cost is not None for view in views)
     lines = []
     for view in views:
         label = "  " * depth[view.id] + view.id
         line = f"{label:<{width}}  {view.state:<9}  turns {view.turns:>2}  tokens {view.tokens:>6}"
+        if priced:
+            line += f"  cost {dollars(view.cost or 0.0):>10}"
         if view.pending is not None:
             line += "  (waiting for an answer)"
         lines.append(line.rstrip())
     return lines
+
+
+def dollars(cost: float) -> str:
+    """A cost as the tree shows it: US dollars to a millionth (model calls cost fractions of a cent)."""
+    return f"${cost:.6f}"
 
 
 class LiveTree:

@@ -6,6 +6,7 @@ type here is immutable and changed with ``attrs.evolve``.
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -55,18 +56,38 @@ class Answer:
 
 @attrs.frozen
 class Usage:
-    """Token counts, summed across model calls."""
+    """Token counts and their cost, summed across model calls."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    #: Of ``prompt_tokens``, those read from the provider's prompt cache (OpenAI
+    #: ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
+    cached_tokens: int = 0
+    #: US dollars, at the ``prices=`` of the model; ``None`` when the model has no price.
+    #: A sum is ``None`` only when no part of it was priced.
+    cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost=add_cost(self.cost, other.cost),
         )
+
+
+def add_cost(a: float | None, b: float | None) -> float | None:
+    """Two costs together; ``None`` (nothing priced) only when both are."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def cost_since(now: float | None, before: float | None) -> float | None:
+    """What a ledger spent since it read ``before``; ``None`` when nothing priced was ever charged."""
+    return None if now is None else now - (before or 0.0)
 
 
 @attrs.frozen
@@ -114,6 +135,9 @@ class AgentResult:
     handle_id: str = ""
     #: The last model reply's finish reason in this turn, as the server sent it.
     finish_reason: str | None = None
+    #: US dollars this turn spent, its children's included (as ``total_tokens``); ``None``
+    #: when the handle was never charged a priced call.
+    cost: float | None = None
     #: The runtime that produced this result (set by ``Agent.run``), for ``resume``.
     runtime: Any = attrs.field(default=None, repr=False, eq=False)
 
@@ -128,6 +152,16 @@ def _cap(instance: Budget, field: attrs.Attribute[int | None], value: int | None
         raise ConfigError(f"Budget.{field.name} must be >= 0, not {value}")
 
 
+def _money(instance: Budget, field: attrs.Attribute[float | None], value: float | None) -> None:
+    """A money cap is unset or a finite number of US dollars >= 0."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"Budget.{field.name} must be a number of US dollars or None, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"Budget.{field.name} must be a finite number >= 0, not {value}")
+
+
 def _concurrency(instance: Budget, field: attrs.Attribute[int | None], value: int | None) -> None:
     _cap(instance, field, value)
     if value == 0:
@@ -140,6 +174,10 @@ class Budget:
 
     Checked when built: a negative cap, or ``max_concurrent=0`` (no child could ever
     run), is a ``ConfigError``. Other zeros mean "none allowed".
+
+    ``max_cost`` (US dollars) is carved and rolled up like ``max_tokens``, and checked on
+    the handle and every ancestor before each model call; it needs a price for the model
+    of every agent it applies to (``prices=``).
     """
 
     max_turns: int | None = attrs.field(default=None, validator=_cap)
@@ -149,6 +187,7 @@ class Budget:
     max_children: int | None = attrs.field(default=None, validator=_cap)
     max_concurrent: int | None = attrs.field(default=None, validator=_concurrency)
     max_depth: int | None = attrs.field(default=None, validator=_cap)
+    max_cost: float | None = attrs.field(default=None, validator=_money)
 
 
 @attrs.frozen(kw_only=True)
@@ -165,6 +204,9 @@ class HandleView:
     tool_calls: int
     inbox: int
     pending: Request | None = None
+    #: US dollars this handle spent, its descendants' included (as ``tokens``); ``None``
+    #: when it was never charged a priced call.
+    cost: float | None = None
 
 
 @attrs.frozen(kw_only=True)

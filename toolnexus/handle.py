@@ -33,7 +33,7 @@ import attrs
 
 from ._cancel import CancelScope
 from ._jobs import Job
-from .data import AgentResult, Answer, HandleView
+from .data import AgentResult, Answer, HandleView, Usage, add_cost
 from .record import CLOSED, IDLE, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, closed_result, interrupted, stamp_path
 
 __all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
@@ -61,7 +61,7 @@ class RecordStore(Protocol):
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
 
-    def sync(self, handle: Handle) -> None: ...
+    def sync(self, handle: Handle, *, exact: bool = False) -> None: ...
 
     def keep_turn(self, handle: Handle, turn: Turn) -> None: ...
 
@@ -86,6 +86,7 @@ class Turn:
     segment: int = 0
     started: float = 0.0
     tokens_before: int = 0
+    cost_before: float | None = None
     #: Model calls this turn made so far, counted by the ``TurnRunner`` under its lock.
     model_calls: int = 0
     settling: bool = False
@@ -179,13 +180,16 @@ class Handle:
             tool_calls=r.tool_calls,
             inbox=len(r.inbox),
             pending=r.pending,
+            cost=r.cost,
         )
 
     # --- the state machine: every method below is called with self.lock held -----------
 
-    def sync(self) -> None:
-        """Re-read the record when another process changed it (lock held)."""
-        self.store.sync(self)
+    def sync(self, *, exact: bool = False) -> None:
+        """Re-read the record when another process changed it (lock held). ``exact``: for
+        a check that must see every commit made before it (a budget, an interrupt), not
+        one that may lag by a notification's way (a wait, a view)."""
+        self.store.sync(self, exact=exact)
 
     def move(self, new: str) -> None:
         """One legal transition, recorded and announced."""
@@ -231,7 +235,7 @@ class Handle:
             self._forget_failed()
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
-            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, trace=trace)
+            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, cost_before=record.cost, trace=trace)
 
     def begin(self, turn: Turn, now: float, owner: str) -> None:
         """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
@@ -259,6 +263,7 @@ class Handle:
             serial=record.turn_serial,
             input=input,
             tokens_before=running.tokens_before,
+            cost_before=running.cost_before,
             resume=resume,
             segment=running.segment,
             kept=True,
@@ -271,6 +276,7 @@ class Handle:
             segment=turn.segment,
             owner=owner,
             tokens_before=turn.tokens_before,
+            cost_before=turn.cost_before,
             queued_at=queued_at,
             resumed=turn.resume is not None,
         )
@@ -369,6 +375,7 @@ class Handle:
                 call=halted[1],
                 segment=turn.segment,
                 tokens_before=turn.tokens_before,
+                cost_before=turn.cost_before,
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
@@ -490,6 +497,7 @@ class Handle:
                 serial=record.turn_serial,
                 input=input,
                 tokens_before=suspension.tokens_before,
+                cost_before=suspension.cost_before,
                 segment=suspension.segment + 1,
                 trace=trace,
                 suspended_trace=suspension.trace,
@@ -556,10 +564,15 @@ class Handle:
         with self.store.change(self):
             self.record.turns += 1
 
-    def charge_tokens(self, tokens: int) -> None:
-        """Own usage or a descendant's, rolled up."""
+    def charge_usage(self, usage: Usage) -> None:
+        """One model call's usage, own or a descendant's (rolled up): its tokens and, when
+        its model has a price, its cost."""
         with self.store.change(self):
-            self.record.tokens += tokens
+            record = self.record
+            record.tokens += usage.total_tokens
+            if usage.cost is not None:
+                record.cost = add_cost(record.cost, usage.cost)
+                record.largest_cost = max(record.largest_cost or 0.0, usage.cost)
 
     def charge_tool_calls(self, count: int, *, own: bool) -> None:
         with self.store.change(self):

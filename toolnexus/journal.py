@@ -116,7 +116,7 @@ class TurnJournal:
             self._put("model", step, "", "done", payload)
             self._handle.charge_model_call()
             for each in chain:
-                each.charge_tokens(reply.usage.total_tokens)
+                each.charge_usage(reply.usage)
 
     def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
         found: dict[str, ToolResult | None] = {}

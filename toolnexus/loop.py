@@ -8,6 +8,7 @@ cancellation). ``start`` and ``resume`` drive a run to one of its three outcomes
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -18,11 +19,12 @@ from typing import Any, Callable, ContextManager, Protocol
 
 import attrs
 
-from . import _jobs, budget, tracing
+from . import _jobs, budget, pricing, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .engine import ModelCall, ModelEngine, WireStyle
 from .record import Resume
 from .errors import Cancelled, LLMError, UnknownRequest
+from .hooks import Hooks
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
@@ -31,32 +33,6 @@ from ._cancel import CancelScope, TurnGate
 log = logging.getLogger("toolnexus")
 
 Emit = Callable[[dict[str, Any]], None]
-
-_HOOK_NAMES = ("before_llm", "after_llm", "before_tool", "after_tool")
-
-
-@attrs.frozen
-class Hooks:
-    """The four optional hook callables, from an object with those methods or a dict."""
-
-    before_llm: Callable[..., Any] | None = None
-    after_llm: Callable[..., Any] | None = None
-    before_tool: Callable[..., Any] | None = None
-    after_tool: Callable[..., Any] | None = None
-
-    @classmethod
-    def of(cls, hooks: Any) -> Hooks:
-        if hooks is None:
-            return cls()
-        if isinstance(hooks, Hooks):
-            return hooks
-        if isinstance(hooks, dict):
-            unknown = set(hooks) - set(_HOOK_NAMES)
-            if unknown:
-                raise ValueError(f"unknown hook(s): {', '.join(sorted(unknown))}")
-            return cls(**hooks)
-        return cls(**{name: getattr(hooks, name, None) for name in _HOOK_NAMES})
-
 
 @attrs.frozen(kw_only=True)
 class Engine:
@@ -106,7 +82,10 @@ class RunSpec:
     """How one run behaves. ``guard`` is asked before every model call and returns the name
     of a limit that is reached (``maxTokens``...) or None; ``on_usage`` and ``on_tool_calls``
     feed a ledger as the run spends; ``around_tool`` makes the context entered around each
-    tool execution, on the thread that runs it."""
+    tool execution, on the thread that runs it. ``price`` gives every reply its
+    ``Usage.cost``; ``flight`` is entered around each model call the guard let through
+    and yields a money limit reached on the way (``maxCost``) or None: it may wait while
+    other calls in flight could take a money cap too far (``budget.may_fly``)."""
 
     model: str
     system: str | None = None
@@ -128,6 +107,8 @@ class RunSpec:
     continues: Resume | None = None
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
+    price: pricing.Price | None = None
+    flight: Callable[[], ContextManager[str | None]] | None = None
 
 
 @attrs.define
@@ -220,10 +201,9 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
     # (unless delegations run on this thread, as with a dispatcher).
     delegates = "agent" not in engine.here_sources and any(tool.source == "agent" for tool in toolkit.tools())
     while True:
-        limit = _limit_reached(spec, state)
-        if limit is not None:
-            return _result(spec, state, "incomplete", limit=limit)
-        reply = _call_model(engine, spec, state, tools, _jobs.readier(engine.executor()) if delegates else None)
+        reply = _next_reply(engine, spec, state, tools, delegates)
+        if isinstance(reply, str):
+            return _result(spec, state, "incomplete", limit=reply)
         state.finish_reason = reply.finish_reason
         if reply.usage_missing:
             engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
@@ -232,6 +212,22 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         halted = _tool_phase(engine, spec, toolkit, state, reply.tool_calls)
         if halted is not None:
             return _result(spec, state, "pending", pending=halted)
+
+
+def _next_reply(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], delegates: bool) -> ModelReply | str:
+    """The next model reply, or the limit that stops the run before it is asked. A reply
+    the journal recorded was asked (and checked) before a crash: it is served again
+    without checking the limits a second time, as its charge is in the ledger already."""
+    recorded = _served(spec, state)
+    if recorded is not None:
+        return recorded
+    limit = _limit_reached(spec, state)
+    if limit is not None:
+        return limit
+    with spec.flight() if spec.flight is not None else contextlib.nullcontext() as limit:
+        if limit is not None:
+            return limit
+        return _call_model(engine, spec, state, tools, _jobs.readier(engine.executor()) if delegates else None)
 
 
 def _limit_reached(spec: RunSpec, state: _State) -> str | None:
@@ -270,8 +266,9 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
 # --- one model call ----------------------------------------------------------------------
 
 
-def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], while_waiting: Callable[[], None] | None = None) -> ModelReply:
+def _served(spec: RunSpec, state: _State) -> ModelReply | None:
     turn = state.turns + 1
+    _check_cancel(spec)
     recorded = spec.journal.model_reply(turn) if spec.journal is not None else None
     if recorded is not None:  # asked and charged before a crash: never asked again
         state.turns = turn
@@ -279,7 +276,11 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         if not recorded.empty:
             state.messages.append(recorded.message)
         state.text = recorded.text
-        return recorded
+    return recorded
+
+
+def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], while_waiting: Callable[[], None] | None = None) -> ModelReply:
+    turn = state.turns + 1
     if spec.hooks.before_llm is not None:
         change = spec.hooks.before_llm(messages=state.messages, tools=copy.deepcopy(tools), model=spec.model, turn=turn)
         if isinstance(change, dict):
@@ -297,6 +298,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
+    if spec.price is not None:
+        reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
     spec.emit(_llm_event(spec, "ok", started, reply.usage))
     if spec.journal is not None:
         spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
@@ -313,7 +316,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
 
 
 def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
-    return {
+    """§8's event; with ``cost`` when the model has a price."""
+    event = {
         "event": "llm",
         "model": spec.model,
         "status": status,
@@ -321,6 +325,7 @@ def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
     }
+    return event if usage.cost is None else {**event, "cost": usage.cost}
 
 
 # --- the tool calls of one turn -------------------------------------------------------------

@@ -46,13 +46,18 @@ class Metrics:
         self._tool_calls: dict[Labels, int] = defaultdict(int)
         self._tool_seconds: dict[Labels, _Histogram] = defaultdict(_Histogram)
         self._run_errors: dict[Labels, int] = defaultdict(int)
+        self._cost: dict[Labels, float] = defaultdict(float)
 
-    def record(self, event: dict[str, Any]) -> None:
+    def record(self, event: dict[str, Any], agent: str = "") -> None:
+        """Fold one event in; ``agent`` labels its cost (empty for a bare ``Client``)."""
         kind = event.get("event")
         with self._lock:
             if kind == "llm":
                 model = str(event.get("model", ""))
                 self._llm_requests[(("model", model), ("status", str(event.get("status", ""))))] += 1
+                cost = event.get("cost")
+                if isinstance(cost, (int, float)):
+                    self._cost[(("agent", agent), ("model", model))] += cost
                 self._tokens[(("type", "prompt"),)] += int(event.get("prompt_tokens") or 0)
                 self._tokens[(("type", "completion"),)] += int(event.get("completion_tokens") or 0)
                 self._llm_seconds[(("model", model),)].observe(float(event.get("ms", 0)) / 1000)
@@ -74,6 +79,7 @@ class Metrics:
                 _counter("toolnexus_tool_calls_total", "Tool calls by tool, source and error.", self._tool_calls),
                 _histogram("toolnexus_tool_duration_seconds", "Tool call duration.", self._tool_seconds),
                 _counter("toolnexus_run_errors_total", "Runs that ended in an error.", self._run_errors),
+                _counter("toolnexus_cost_usd_total", "US dollars spent on model calls, by agent and model.", self._cost),
             ]
         return "".join(parts)
 
@@ -94,10 +100,10 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def _counter(name: str, help_text: str, series: dict[Labels, int]) -> str:
+def _counter(name: str, help_text: str, series: dict[Labels, int] | dict[Labels, float]) -> str:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
     for text, value in sorted((_label_text(k), v) for k, v in series.items()):
-        lines.append(f"{name}{{{text}}} {value}")
+        lines.append(f"{name}{{{text}}} {_number(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -112,11 +118,12 @@ def _histogram(name: str, help_text: str, series: dict[Labels, _Histogram]) -> s
     return "\n".join(lines) + "\n"
 
 
-def emitter(metrics: Metrics, on_metric: Callable[[dict[str, Any]], Any] | None) -> Callable[[dict[str, Any]], None]:
-    """One callable that records an event and hands it to the host's ``on_metric``."""
+def emitter(metrics: Metrics, on_metric: Callable[[dict[str, Any]], Any] | None, agent: str = "") -> Callable[[dict[str, Any]], None]:
+    """One callable that records an event (for ``agent``'s metrics) and hands it to the
+    host's ``on_metric``."""
 
     def emit(event: dict[str, Any]) -> None:
-        metrics.record(event)
+        metrics.record(event, agent)
         if on_metric is not None:
             try:
                 on_metric(event)

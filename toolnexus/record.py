@@ -44,6 +44,7 @@ class Suspension:
     turns: int
     #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
     trace: dict[str, str] | None = None
+    cost_before: float | None = None
 
 
 @attrs.frozen
@@ -68,6 +69,7 @@ class RunningTurn:
     #: The runtime that runs it; ``None`` while it is queued for a dispatcher.
     owner: str | None = None
     tokens_before: int = 0
+    cost_before: float | None = None
     #: When a dispatcher was last asked to run it; ``None`` once a runtime claimed it.
     queued_at: float | None = None
     #: Whether it continues a suspension (a ``Resume`` is kept for this segment).
@@ -122,6 +124,11 @@ class HandleRecord:
     tokens: int = 0
     tool_calls: int = 0
     pool_tool_calls: int = 0
+    #: US dollars charged here (own calls and descendants'); ``None`` until a priced call is.
+    cost: float | None = None
+    #: The most one model call charged here has cost: how a call in flight is reckoned
+    #: against a money cap (``budget.may_fly``).
+    largest_cost: float | None = None
     suspension: Suspension | None = None
     turn_serial: int = 0
     #: ``(agent, prompt)`` -> the child a ``task`` call made for it, and in which turn.
@@ -152,11 +159,11 @@ class HandleRecord:
 
 def interrupted(record: HandleRecord, turns: int) -> AgentResult:
     """``turns``: the model calls of the turn that was interrupted."""
-    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, handle_id=record.id)
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, cost=record.cost, handle_id=record.id)
 
 
 def closed_result(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, handle_id=record.id)
+    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, cost=record.cost, handle_id=record.id)
 
 
 def stamp_path(request: Request, handle_id: str) -> Request:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
-from . import _jobs, budget as budgets, shutdown, tracing
+from . import _jobs, budget as budgets, pricing, shutdown, tracing
 from ._cancel import TurnGate
 from ._closing import close_resources
 from .agentdef import AgentDef, call_lifecycle, normalize_registry
@@ -41,7 +41,7 @@ from .store import ConversationStore
 from .task import Delegation, agent_tool
 from .tools import Tool
 from .tree import HandleTree, shown_id, valid_id
-from .turns import TurnRunner
+from .turns import TurnRunner, check_priced
 from .waiting import Waiter
 from .wire import to_wire
 
@@ -73,6 +73,8 @@ class Runtime:
     ``pool`` lends the runtime a ``WorkerPool``'s threads instead of starting its own:
     closing the root then waits for the work this runtime gave the pool, whose threads
     stay until the pool is closed.
+    ``prices`` (US dollars per million tokens, by model name; see ``toolnexus.pricing``)
+    gives every handle a cost and lets budgets cap it (``Budget(max_cost=...)``).
     """
 
     def __init__(
@@ -109,9 +111,11 @@ class Runtime:
         trace_content: bool = False,
         dispatcher: Dispatcher | None = None,
         pool: WorkerPool | None = None,
+        prices: Mapping[str, Any] | None = None,
     ) -> None:
         self._registry = normalize_registry(registry)
         check_options(state=state, store=store, dispatcher=dispatcher, recover=recover, lease_ms=lease_ms, keep_closed=keep_closed, pool=pool, max_workers=max_workers)
+        price_table = check_priced(self._registry, model, pricing.table(prices))  # before anything is built
         self._owner = os.urandom(16).hex()  # this runtime object, as the owner of the turns it runs
         self._inline = inline
         self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
@@ -136,18 +140,12 @@ class Runtime:
         self._delegation = Delegation(weakref.proxy(self), self._tree, weakly(self._dispatch))
         gate = TurnGate(max_concurrent_turns) if max_concurrent_turns else None
         trace = tracing.Tracer(content=trace_content, provider=None if generate is not None else style)
-        self._turns = self._turn_runner(engine, model=model, hooks=hooks, on_metric=on_metric, gate=gate, around_tool=around_tool, trace=trace)
+        self._turns = self._turn_runner(engine, model=model, hooks=hooks, on_metric=on_metric, gate=gate, around_tool=around_tool, trace=trace, prices=price_table)
         # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
         dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner) if dispatcher is not None else None
         self._scheduler = Scheduler(
-            tree=self._tree,
-            turns=self._turns,
-            executor=self._executor,
-            dispatching=dispatching,
-            owner=self._owner,
-            clock=self._clock,
-            after_run=self._delegation.hand_over,
-            before_settle=self._delegation.retire,
+            tree=self._tree, turns=self._turns, executor=self._executor, dispatching=dispatching, owner=self._owner, clock=self._clock,
+            after_run=self._delegation.hand_over, before_settle=self._delegation.retire,
         )
         self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
         self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
@@ -165,17 +163,7 @@ class Runtime:
 
     def _turn_runner(self, engine: Engine, **options: Any) -> TurnRunner:
         store = self._tree.store
-        return TurnRunner(
-            engine=engine,
-            store=store.conversations,
-            clock=self._clock,
-            lineage=self._tree.lineage,
-            task_tool=self._delegation.task_tool,
-            nonce=self.root.record.nonce,
-            tree_store=store,
-            owner=self._owner,
-            **options,
-        )
+        return TurnRunner(engine=engine, store=store.conversations, clock=self._clock, lineage=self._tree.lineage, task_tool=self._delegation.task_tool, nonce=self.root.record.nonce, tree_store=store, owner=self._owner, **options)
 
     # --- the tree and its owner -----------------------------------------------------------
 
@@ -322,8 +310,8 @@ class Runtime:
         refused = budgets.spawn_refusal(record.budget, parent_id=record.id, accepting=owner.accepting, children=len(record.children), depth=record.depth)
         if refused is not None:
             raise SpawnError(refused)
-        own = budgets.merge(definition.budget, budget)
-        carved = budgets.carve(own, record.budget, record.tokens, record.pool_tool_calls)
+        carved = budgets.carve(budgets.merge(definition.budget, budget), record.budget, record.tokens, record.pool_tool_calls, record.cost or 0.0)
+        check_priced(self._registry, self._turns.model, self._turns.prices, definition.name, carved)
         child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
         child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=record.depth + 1, budget=carved), definition, self._tree.store)
         with child.lock, self._tree.store.change(child):  # the new row

@@ -202,6 +202,9 @@ class Scheduler:
             self._before_settle(handle, turn.serial, failed)
         saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
         with saving as save, handle.lock, self._unit(handle):
+            if not handle.owned_by(self.owner):  # interrupted or taken over by another process meanwhile
+                handle.lose(turn)
+                return
             save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
             if pending:
                 suspended = handle.suspend(turn, result, self._turns.halted_call(run))

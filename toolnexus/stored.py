@@ -110,10 +110,11 @@ class StoredTree:
             if outer:
                 self._local.touched = self._local.dirty = None
 
-    def sync(self, handle: Handle) -> None:
+    def sync(self, handle: Handle, *, exact: bool = False) -> None:
         touched = getattr(self._local, "touched", None)
         if touched is None:
-            self._refresh([handle], self._foreign_commits(), locking=False)
+            lagging = exact and not getattr(self.store, "exclusive_transactions", False)
+            self._refresh([handle], None if lagging else self._foreign_commits(), locking=False)
         elif handle.id not in touched:
             self._refresh([handle], self._local.seen, locking=False)  # else the unit read it when it began
 

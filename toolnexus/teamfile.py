@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import attrs
 
-from . import mcp
+from . import mcp, pricing
 from .agentdef import AgentDef, check_name
 from .engine import REFUSED_PARAMS
 from .data import Budget
@@ -41,6 +41,8 @@ class Team:
     state: str | None = None
     #: The MCP servers of ``[agents.NAME.mcp.SERVER]`` tables, connected (their tools listed).
     servers: tuple[mcp.MCPServer, ...] = ()
+    #: ``[prices."MODEL"]`` tables (US dollars per million tokens), for ``Runtime(prices=)``.
+    prices: dict[str, dict[str, float]] = attrs.Factory(dict)
 
     def close(self) -> None:
         """Close every MCP server of the team file (a runtime given its tools closes them too)."""
@@ -48,7 +50,7 @@ class Team:
             server.close()
 
 
-_TOP_KEYS = ("entry", "connection", "agents", "state")
+_TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
 _AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp")
 _STDIO_KEYS = ("command", "env", "cwd", "timeout_s")
@@ -113,6 +115,7 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     _unknown(connection, _CONNECTION_KEYS, "[connection]", fail)
     _check_connection(connection, fail)
     _check_request_params(connection.get("request_params"), fail)
+    prices = _prices(data.get("prices"), fail)
     agents = data.get("agents")
     if not isinstance(agents, dict) or not agents:
         raise fail("no agents: define at least one [agents.NAME] table")
@@ -135,7 +138,21 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
         entry = next(iter(registry))
     if not isinstance(entry, str) or entry not in registry:
         raise fail(f"entry {entry!r} is not defined (agents: {', '.join(sorted(registry))})")
-    return Team(entry=entry, connection=dict(connection), registry=registry, state=_state_path(data.get("state"), base, fail), servers=tuple(servers))
+    state = _state_path(data.get("state"), base, fail)
+    return Team(entry=entry, connection=dict(connection), registry=registry, state=state, servers=tuple(servers), prices=prices)
+
+
+def _prices(section: Any, fail: Callable[[str], TeamFileError]) -> dict[str, dict[str, float]]:
+    """``[prices."MODEL"]`` with ``input``, ``output`` and optionally ``cached_input``."""
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise fail('[prices] must hold one table per model, e.g. [prices."gpt-4o"] with input = 2.5 and output = 10')
+    try:
+        pricing.table(section)
+    except ConfigError as exc:
+        raise fail(f"[prices]: {exc}") from None
+    return {model: dict(spec) for model, spec in section.items()}
 
 
 def _state_path(section: Any, base: str, fail: Callable[[str], TeamFileError]) -> str | None:
@@ -211,7 +228,10 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
             raise fail(f"{where}: budget must be a table, e.g. [agents.{name}.budget]")
         _unknown(budget, _BUDGET_KEYS, f"[agents.{name}.budget]", fail)
         for key, value in budget.items():
-            if type(value) is not int or value < 0:
+            if key == "max_cost":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise fail(f"[agents.{name}.budget]: max_cost must be a number of US dollars >= 0")
+            elif type(value) is not int or value < 0:
                 raise fail(f"[agents.{name}.budget]: {key} must be a whole number >= 0")
         try:
             budget = Budget(**budget)

@@ -60,8 +60,9 @@ class TreeStore(Protocol):
         units join the outermost, which commits. ``dirty=False`` only joins (and, in a
         stored tree, re-reads rows another process changed)."""
 
-    def sync(self, handle: Handle) -> None:
-        """Re-read ``handle``'s record if another process changed it (lock held)."""
+    def sync(self, handle: Handle, *, exact: bool = False) -> None:
+        """Re-read ``handle``'s record if another process changed it (lock held); ``exact``
+        sees every commit made before the call (see ``Handle.sync``)."""
 
     def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
         """The root: the kept one when the store holds this tree already, else ``fresh``."""
@@ -200,7 +201,7 @@ class MemoryTree:
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING
 
-    def sync(self, handle: Handle) -> None:
+    def sync(self, handle: Handle, *, exact: bool = False) -> None:
         pass
 
     def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:

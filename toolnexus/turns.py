@@ -11,16 +11,18 @@ import hashlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
-
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
 
 from . import budget as budgets, loop, tracing
-from .agentdef import AgentDef
-from .data import AgentResult, RunResult, Usage
-from .errors import Cancelled
+from .agentdef import AgentDef, model_of
+from .data import AgentResult, Budget, RunResult, cost_since
+from .errors import Cancelled, ConfigError
 from .handle import Handle, Turn
-from .loop import Engine, Hooks, RunSpec
+from .hooks import Hooks
+from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
+from .pricing import Price
+from .spending import Cap, Spending
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
@@ -54,12 +56,16 @@ class TurnRunner:
         owner: str,
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace: tracing.Tracer = tracing.OFF,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.engine = engine
         self.trace = trace
         self.metrics = Metrics()
+        #: The runtime's model (for agents that inherit it) and the price of each model.
+        self.model = model
+        self.prices = dict(prices or {})
+        self._spending = Spending()
         self._store = store
-        self._model = model
         self._hooks = hooks
         self._on_metric = on_metric
         self._gate = gate
@@ -92,7 +98,7 @@ class TurnRunner:
         spent = self.chain_limit(handle)
         if spent is not None:
             text = budgets.on_chain(spent, handle.id)
-            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id), None
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, cost=self._spent(handle, turn)[1]), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
@@ -102,22 +108,25 @@ class TurnRunner:
         history = self._store.get(handle.id) or []
         messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
         run = loop.start(self.engine, spec, toolkit, messages)
+        tokens, cost = self._spent(handle, turn)
         result = AgentResult(
             text=run.text,
             status=run.status,
             pending=run.pending,
             turns=run.turns,
-            total_tokens=self._spent(handle, turn),
+            total_tokens=tokens,
             limit=run.limit,
             handle_id=handle.id,
             finish_reason=run.finish_reason,
+            cost=cost,
         )
         return result, run
 
     def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
-        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), total_tokens=self._spent(handle, turn), handle_id=handle.id)
+        tokens, cost = self._spent(handle, turn)
+        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), total_tokens=tokens, cost=cost, handle_id=handle.id)
 
     def halted_call(self, run: RunResult | None) -> tuple[int, str]:
         """The model step and the call a run that ended pending halted on (the last tool
@@ -144,10 +153,12 @@ class TurnRunner:
         }
         if error is not None:
             event["error"] = error
+        if result.cost is not None:
+            event["cost"] = result.cost
         self._emitter(handle.definition)(event)
 
     def model_of(self, definition: AgentDef) -> str:
-        return self._model if definition.model in ("inherit", "", None) else definition.model
+        return model_of(definition, self.model)
 
     def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
         definition: AgentDef = handle.definition
@@ -162,13 +173,13 @@ class TurnRunner:
             scope=turn.scope,
             gate=self._gate,
             handle_id=handle.id,
-            on_usage=lambda usage: self._charge_tokens(handle, turn, usage),
-            on_tool_calls=lambda count: self._charge_tool_calls(handle, count),
             journal=self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn)),
             call_key=call_key(self._nonce, handle.id, turn.serial),
             continues=turn.resume,
             around_tool=self._around_tool,
             trace=self.trace,
+            price=self.prices.get(self.model_of(definition)),
+            flight=self._flight(handle, turn) if handle.record.budget.max_cost is not None else None,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
@@ -177,33 +188,19 @@ class TurnRunner:
             emit = self._emitters.get(definition.name)
             if emit is None:
                 on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
-                emit = self._emitters[definition.name] = emitter(self.metrics, on_metric)
+                emit = self._emitters[definition.name] = emitter(self.metrics, on_metric, definition.name)
             return emit
 
     # --- the ledger and the limits --------------------------------------------------------
 
-    def _spent(self, handle: Handle, turn: Turn) -> int:
+    def _spent(self, handle: Handle, turn: Turn) -> tuple[int, float | None]:
+        """What the turn spent so far: tokens and cost, its children's included."""
         with handle.lock:
-            return handle.record.tokens - turn.tokens_before
+            return handle.record.tokens - turn.tokens_before, cost_since(handle.record.cost, turn.cost_before)
 
     def _count_call(self, turn: Turn) -> None:
         with self._calls_lock:
             turn.model_calls += 1
-
-    def _charge_tokens(self, handle: Handle, turn: Turn, usage: Usage) -> None:
-        self._count_call(turn)
-        with handle.lock:
-            if handle.turn is not turn:  # interrupted while the reply arrived: not charged
-                raise Cancelled("the turn was interrupted before its reply was charged")
-            handle.charge_model_call()
-        for each in self._lineage(handle):
-            with each.lock:
-                each.charge_tokens(usage.total_tokens)
-
-    def _charge_tool_calls(self, handle: Handle, count: int) -> None:
-        for each in self._lineage(handle):
-            with each.lock:
-                each.charge_tool_calls(count, own=each is handle)
 
     def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
         """Checked before every model call: the handle's own carve and wall clock, and
@@ -211,21 +208,68 @@ class TurnRunner:
         or taken it over)."""
         with handle.lock:
             record = handle.record
-            handle.sync()
+            handle.sync(exact=True)
             if not handle.owned_by(self._owner):
                 raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
-            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started)
+            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started, record.cost)
+
+    def _flight(self, handle: Handle, turn: Turn) -> Callable[[], ContextManager[str | None]]:
+        """Around each model call of a capped handle: the money caps of the handle and of
+        every ancestor, read live (with a state, as every process has charged them)."""
+
+        def caps() -> list[Cap]:
+            found = []
+            for each in self._lineage(handle):
+                cap = each.record.budget.max_cost  # a budget never changes after spawn
+                if cap is None:
+                    continue
+                with each.lock:
+                    each.sync(exact=True)
+                    record = each.record
+                    found.append(Cap(handle_id=record.id, cap=cap, spent=record.cost or 0.0, largest=record.largest_cost))
+            return found
+
+        return lambda: self._spending.flight(caps, turn.scope)
 
     def chain_limit(self, handle: Handle) -> str | None:
         """The live walk before every wake and spawn: any spent pool on the chain (with a
         state, as every process has charged it)."""
         for each in self._lineage(handle):
             with each.lock:
-                each.sync()
-                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls)
+                each.sync(exact=True)
+                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls, each.record.cost)
             if spent is not None:
                 return spent
         return None
+
+
+def check_priced(registry: Mapping[str, AgentDef], model: str, prices: Mapping[str, Price], capped: str | None = None, budget: Budget | None = None) -> Mapping[str, Price]:
+    """A money cap needs a price for the model of every agent it applies to: ``capped``
+    (under its carved ``budget``) and every agent it may delegate to, as their children
+    inherit the cap; without ``capped``, each agent whose own budget has a ``max_cost``.
+    ``model`` is the runtime's, for the agents that inherit it. Returns ``prices``.
+
+    Raises:
+        ConfigError: naming the agent and its model that has no price.
+    """
+    if capped is None:
+        for name, definition in registry.items():
+            check_priced(registry, model, prices, name, definition.budget)
+        return prices
+    if budget is None or budget.max_cost is None:
+        return prices
+    seen: set[str] = set()
+    todo = [capped]
+    while todo:
+        name = todo.pop()
+        found = registry.get(name)
+        if name in seen or found is None:
+            continue
+        seen.add(name)
+        if model_of(found, model) not in prices:
+            raise ConfigError(budgets.unpriced(name, model_of(found, model)))
+        todo.extend(found.team_names)
+    return prices
 
 
 def call_key(nonce: str, handle_id: str, serial: int) -> Callable[[str], str]:

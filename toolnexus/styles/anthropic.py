@@ -71,13 +71,14 @@ def build_body(
 
 
 def usage_of(raw: Any) -> Usage:
-    """Prompt tokens are all the input the model read: fresh, read from the prompt cache,
-    and written to it."""
+    """Prompt tokens are all the input the model read: fresh, read from the prompt cache
+    (also ``cached_tokens``), and written to it."""
     if not isinstance(raw, dict):
         return Usage()
-    prompt = sum(count(raw.get(key), key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    fresh, cached, written = (count(raw.get(key), key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    prompt = fresh + cached + written
     completion = count(raw.get("output_tokens"), "output_tokens")
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, cached_tokens=cached)
 
 
 def parse_reply(data: Any) -> ModelReply:

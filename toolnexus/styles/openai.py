@@ -68,12 +68,20 @@ def build_body(
 
 
 def usage_of(raw: Any) -> Usage:
+    """``prompt_tokens_details.cached_tokens`` are part of ``prompt_tokens`` (never more)."""
     if not isinstance(raw, dict):
         return Usage()
     prompt = count(raw.get("prompt_tokens"), "prompt_tokens")
     completion = count(raw.get("completion_tokens"), "completion_tokens")
     total = raw.get("total_tokens")
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=count(total, "total_tokens") if total is not None else prompt + completion)
+    details = raw.get("prompt_tokens_details")
+    cached = count(details.get("cached_tokens"), "cached_tokens") if isinstance(details, dict) else 0
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=count(total, "total_tokens") if total is not None else prompt + completion,
+        cached_tokens=min(cached, prompt),
+    )
 
 
 def parse_reply(data: Any) -> ModelReply:
