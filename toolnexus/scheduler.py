@@ -181,12 +181,14 @@ class Scheduler:
             with handle.lock:
                 if not handle.mark_settling(turn, self.owner):
                     return  # interrupted meanwhile; the interrupt published already
-            self._commit(handle, turn, result, run)
+            if not self._commit(handle, turn, result, run):
+                return
         except Exception as exc:
             log.warning("the outcome of the turn of %s could not be committed: %s", handle.id, exc)
             failed = self._turns.failed(handle, turn, exc)
             try:
-                self._commit(handle, turn, failed, None)
+                if not self._commit(handle, turn, failed, None):
+                    return
             except Exception:
                 with handle.lock:
                     handle.abandon(failed)
@@ -195,7 +197,8 @@ class Scheduler:
                 return
         self.release_slot(handle)
 
-    def _commit(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> None:
+    def _commit(self, handle: Handle, turn: Turn, result: AgentResult, run: RunResult | None) -> bool:
+        """Commit the outcome; false when the turn is no longer this runtime's to settle."""
         pending = result.status == "pending" and result.pending is not None
         failed = result.status == "error"
         if not pending:
@@ -204,13 +207,14 @@ class Scheduler:
         with saving as save, handle.lock, self._unit(handle):
             if not handle.owned_by(self.owner):  # interrupted or taken over by another process meanwhile
                 handle.lose(turn)
-                return
+                return False
             save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
             if pending:
                 suspended = handle.suspend(turn, result, self._turns.halted_call(run))
                 self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
                 handle.finish(turn, result, retryable=failed)
+        return True
 
     def on_beat(self) -> None:
         """What the owner's heartbeat does for the scheduler, after each beat."""
