@@ -7,7 +7,9 @@ is simply not called. Every hook is called with keyword arguments.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypedDict, Union
+from typing import Any, Callable, Protocol, TypedDict, Union
+
+import attrs
 
 from .data import ToolResult
 
@@ -50,5 +52,31 @@ class HookFunctions(TypedDict, total=False):
 #: What ``hooks=`` accepts: a ``HookFunctions`` dict, or an object with any of the four
 #: methods (``before_llm``, ``after_llm``, ``before_tool``, ``after_tool``), or None.
 HooksLike = Union[HookFunctions, object, None]
+
+_HOOK_NAMES = ("before_llm", "after_llm", "before_tool", "after_tool")
+
+
+@attrs.frozen
+class Hooks:
+    """The four optional hook callables, from an object with those methods or a dict."""
+
+    before_llm: Callable[..., Any] | None = None
+    after_llm: Callable[..., Any] | None = None
+    before_tool: Callable[..., Any] | None = None
+    after_tool: Callable[..., Any] | None = None
+
+    @classmethod
+    def of(cls, hooks: Any) -> Hooks:
+        if hooks is None:
+            return cls()
+        if isinstance(hooks, Hooks):
+            return hooks
+        if isinstance(hooks, dict):
+            unknown = set(hooks) - set(_HOOK_NAMES)
+            if unknown:
+                raise ValueError(f"unknown hook(s): {', '.join(sorted(unknown))}")
+            return cls(**hooks)
+        return cls(**{name: getattr(hooks, name, None) for name in _HOOK_NAMES})
+
 
 __all__ = ["AfterLLM", "AfterTool", "BeforeLLM", "BeforeTool", "HookFunctions", "HooksLike"]

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from concurrent.futures import Executor
-from typing import Any, Callable, ContextManager, Protocol
+from typing import Any, Callable, ContextManager
 
 import attrs
 
@@ -22,6 +22,8 @@ from . import _jobs, tracing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
 from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
+from .hooks import Hooks as Hooks  # where client and turns find it
+from .journal import Journal
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
@@ -30,32 +32,6 @@ from ._cancel import CancelScope, TurnGate
 log = logging.getLogger("toolnexus")
 
 Emit = Callable[[dict[str, Any]], None]
-
-_HOOK_NAMES = ("before_llm", "after_llm", "before_tool", "after_tool")
-
-
-@attrs.frozen
-class Hooks:
-    """The four optional hook callables, from an object with those methods or a dict."""
-
-    before_llm: Callable[..., Any] | None = None
-    after_llm: Callable[..., Any] | None = None
-    before_tool: Callable[..., Any] | None = None
-    after_tool: Callable[..., Any] | None = None
-
-    @classmethod
-    def of(cls, hooks: Any) -> Hooks:
-        if hooks is None:
-            return cls()
-        if isinstance(hooks, Hooks):
-            return hooks
-        if isinstance(hooks, dict):
-            unknown = set(hooks) - set(_HOOK_NAMES)
-            if unknown:
-                raise ValueError(f"unknown hook(s): {', '.join(sorted(unknown))}")
-            return cls(**hooks)
-        return cls(**{name: getattr(hooks, name, None) for name in _HOOK_NAMES})
-
 
 @attrs.frozen(kw_only=True)
 class Engine:
@@ -72,28 +48,6 @@ class Engine:
     @property
     def style(self) -> WireStyle:
         return self.model.style
-
-
-class Journal(Protocol):
-    """Where a durable turn records each step as it happens, so that a turn taken over
-    after a crash replays what was done instead of doing it again."""
-
-    def model_reply(self, step: int) -> ModelReply | None:
-        """The recorded reply of model call ``step`` (1-based), if there is one."""
-
-    def record_model(self, step: int, reply: ModelReply) -> None:
-        """Commit ``reply`` together with its charge to the ledger."""
-
-    def tool_outcomes(self, call_ids: list[str]) -> dict[str, ToolResult | None]:
-        """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
-        and never finished (in doubt)."""
-
-    def tools_started(self, call_ids: list[str]) -> None:
-        """Commit that these calls are about to run."""
-
-    def tool_done(self, call_id: str, result: ToolResult) -> None:
-        """Commit one call's result together with its charge to the ledger (a suspension
-        is not an effect: it is left to be asked again)."""
 
 
 IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not finish; it was not run again"
