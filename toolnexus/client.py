@@ -23,7 +23,7 @@ from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for
-from .toolkit import Toolkit
+from .toolkit import ToolsLike, as_toolkit
 
 if TYPE_CHECKING:
     import requests
@@ -120,16 +120,18 @@ class Client:
         """Prometheus text for every model call, tool call and run of this client."""
         return self._metrics.render()
 
-    def run(self, prompt: str, toolkit: Toolkit | None = None, *, history: list[dict[str, Any]] | None = None) -> RunResult:
+    def run(self, prompt: str, toolkit: ToolsLike = None, *, history: list[dict[str, Any]] | None = None) -> RunResult:
         """Run the loop on ``prompt`` after ``history``; see the module docs for outcomes.
+
+        ``toolkit`` is a ``Toolkit``, or a list of tools or plain functions.
 
         Raises:
             LLMError: the model endpoint failed past the retries.
         """
         messages = loop.initial_messages(self._engine.style, self._spec.system, history, prompt)
-        return self._measured(lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
+        return self._measured(lambda: loop.start(self._engine, self._spec, as_toolkit(toolkit), messages))
 
-    def ask(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None) -> RunResult:
+    def ask(self, prompt: str, toolkit: ToolsLike = None, *, id: str | None = None) -> RunResult:
         """``run`` with the conversation ``id`` loaded from and saved to the store.
 
         Calls on one conversation run one after the other (each sees the last one's
@@ -147,7 +149,7 @@ class Client:
         self,
         pending: Request,
         answer: Answer,
-        toolkit: Toolkit | None = None,
+        toolkit: ToolsLike = None,
         *,
         messages: list[dict[str, Any]] | None = None,
         id: str | None = None,
@@ -180,8 +182,8 @@ class Client:
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
-    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: Toolkit | None) -> RunResult:
-        return self._measured(lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
+    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: ToolsLike) -> RunResult:
+        return self._measured(lambda: loop.resume(self._engine, self._spec, as_toolkit(toolkit), transcript, pending, answer))
 
     def close(self) -> None:
         """Cancel model calls and retry waits in flight, end the tool threads; idempotent.
