@@ -98,6 +98,9 @@ class RunResult:
     #: The last model reply's finish reason as the server sent it (``stop``, ``length``,
     #: ``tool_calls``, ``end_turn``, ``max_tokens``...), None when it sent none.
     finish_reason: str | None = None
+    #: A typed run's value (``output=T``): a ``T``, or a dict for a ``TypedDict`` or a
+    #: schema; ``None`` when the run was not typed or did not end ``done``.
+    output: Any = None
 
 
 @attrs.frozen(kw_only=True)

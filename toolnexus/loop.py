@@ -24,6 +24,7 @@ from .engine import ModelCall, ModelEngine, WireStyle
 from .errors import Cancelled, LLMError, UnknownRequest
 from .hooks import Hooks as Hooks  # where client and turns find it
 from .journal import Journal
+from .output import Accepted, OutputType, check_toolkit
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
@@ -78,6 +79,8 @@ class RunSpec:
     call_key: Callable[[str], str] | None = None
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
+    #: A typed run: it ends when the model gives a value of this type (``final_result``).
+    output: OutputType | None = None
 
 
 @attrs.define
@@ -123,6 +126,7 @@ def initial_messages(style: WireStyle, system: str | None, history: list[dict[st
 
 def start(engine: Engine, spec: RunSpec, toolkit: Toolkit, messages: list[dict[str, Any]]) -> RunResult:
     """Run the loop over ``messages`` (already ending with the new user input)."""
+    check_toolkit(spec.output, toolkit)
     return _drive(engine, spec, toolkit, _State(messages=messages))
 
 
@@ -136,6 +140,7 @@ def resume(
 ) -> RunResult:
     """Continue a run that ended ``pending``: rerun the halted call with the answer, run the
     calls of that turn that have no result yet, then go on. No user message is added."""
+    check_toolkit(spec.output, toolkit)
     if answer.id != pending.id:
         raise UnknownRequest(f"answer {answer.id!r} does not match the pending request {pending.id!r}")
     index, calls = _last_tool_turn(engine.style, messages)
@@ -155,9 +160,11 @@ def resume(
         kept[halted_id] = _declined(answer, pending)
         answers = {}
     state = _State(messages=list(messages[: index + 1]))
-    halted = _tool_phase(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
+    halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
     if halted is not None:
         return _result(spec, state, "pending", pending=halted)
+    if accepted is not None:
+        return _result(spec, state, "done", accepted=accepted)
     return _drive(engine, spec, toolkit, state)
 
 
@@ -171,6 +178,9 @@ def _last_tool_turn(style: WireStyle, messages: list[dict[str, Any]]) -> tuple[i
 
 def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
     tools = engine.style.tools_payload(toolkit)  # the in-process model uses the openai style
+    typed = spec.output
+    if typed is not None:
+        tools = [*tools, *engine.style.tools_payload(typed.toolkit)]
     # Delegation fans out to other turns: have a worker ready by the time the reply asks
     # (unless delegations run on this thread, as with a dispatcher).
     delegates = "agent" not in engine.here_sources and any(tool.source == "agent" for tool in toolkit.tools())
@@ -183,10 +193,35 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         if reply.usage_missing:
             engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
         if not reply.tool_calls:
-            return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
-        halted = _tool_phase(engine, spec, toolkit, state, reply.tool_calls)
+            if typed is None or reply.truncated:
+                return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
+            verdict = typed.from_text(reply.text)
+            if isinstance(verdict, Accepted):
+                return _result(spec, state, "done", accepted=verdict)
+            state.messages.append(engine.style.user_message(verdict))  # asks for final_result
+            continue
+        halted, accepted = _step(engine, spec, toolkit, state, reply.tool_calls)
         if halted is not None:
             return _result(spec, state, "pending", pending=halted)
+        if accepted is not None:
+            return _result(spec, state, "done", accepted=accepted)
+
+
+def _step(
+    engine: Engine,
+    spec: RunSpec,
+    toolkit: Toolkit,
+    state: _State,
+    calls: list[ToolCall],
+    *,
+    kept: dict[str, ToolResult] | None = None,
+    answers: dict[str, Answer] | None = None,
+) -> tuple[Request | None, Accepted | None]:
+    """The tool calls of one model step; a typed run's ``final_result`` calls are answered
+    here (never run, recorded or counted as tool calls) and the first that fits wins."""
+    finals, accepted = spec.output.from_calls(calls, decode_arguments) if spec.output is not None else ({}, None)
+    halted = _tool_phase(engine, spec, toolkit, state, calls, kept={**(kept or {}), **finals}, answers=answers)
+    return halted, accepted
 
 
 def _limit_reached(spec: RunSpec, state: _State) -> str | None:
@@ -201,8 +236,8 @@ def _check_cancel(spec: RunSpec) -> None:
         raise Cancelled("the run was interrupted")
 
 
-def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None) -> RunResult:
-    text = state.text
+def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None, accepted: Accepted | None = None) -> RunResult:
+    text = state.text if accepted is None else accepted.text
     if limit is not None and limit in LIMIT_TEXT:
         text = f"{text}\n[{LIMIT_TEXT[limit]}]" if text else LIMIT_TEXT[limit]
     if pending is not None:
@@ -219,6 +254,7 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
         limit=limit,
         pending=pending,
         finish_reason=state.finish_reason,
+        output=accepted.value if accepted is not None else None,
     )
 
 
