@@ -117,6 +117,9 @@ class AgentResult:
     handle_id: str = ""
     #: The last model reply's finish reason in this turn, as the server sent it.
     finish_reason: str | None = None
+    #: A typed agent's value (``AgentDef(output=T)``): a ``T``, or a dict for a
+    #: ``TypedDict`` or a schema; ``None`` otherwise.
+    output: Any = None
     #: The runtime that produced this result (set by ``Agent.run``), for ``resume``.
     runtime: Any = attrs.field(default=None, repr=False, eq=False)
 

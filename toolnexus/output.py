@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from . import _schema, _validate
-from .data import ToolCall, ToolResult
+from .data import AgentResult, ToolCall, ToolResult
 from .errors import ConfigError, WireError
 from .toolkit import Toolkit
 from .tools import Tool, failure
@@ -210,6 +210,16 @@ def _from_schema(schema: dict[str, Any]) -> OutputType:
 def _description(name: str, about: str) -> str:
     text = f"Give the final result ({name}) of the task. Call this once, when the task is done: its arguments are the result."
     return f"{text} {about}" if about else text
+
+
+def typed_result(definition: Any, result: AgentResult) -> AgentResult:
+    """``result`` with its value as the definition's ``T``: a result read back from a state
+    carries the value as JSON data, rebuilt here from the registry's definition."""
+    target = getattr(definition, "output", None)
+    if target is None or result.output is None:
+        return result
+    value = output_type(target).rebuild(result.output)  # type: ignore[union-attr]
+    return result if value is result.output else attrs.evolve(result, output=value)
 
 
 def check_toolkit(typed: OutputType | None, toolkit: Toolkit) -> None:

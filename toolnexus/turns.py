@@ -24,6 +24,7 @@ from .errors import Cancelled
 from .handle import RUNNING, Handle, Turn
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
+from .output import output_type
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
@@ -117,6 +118,7 @@ class TurnRunner:
             limit=run.limit,
             handle_id=handle.id,
             finish_reason=run.finish_reason,
+            output=run.output,
         )
         return result, run
 
@@ -168,6 +170,7 @@ class TurnRunner:
             call_key=call_key(self._nonce, handle.id, turn.serial),
             around_tool=self._around_tool,
             trace=self.trace,
+            output=output_type(definition.output),
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
