@@ -14,7 +14,18 @@ model calls (turns), tokens and wall time:
   delegated to a real teammate and the run ended without an error;
 - ``suspend-resume``: a tool that needs an approval; passes when the run stops
   ``pending``, and ``Client.resume`` runs the approved call once and the server accepts
-  the continued transcript.
+  the continued transcript;
+- ``typed-output``: ``--typed-runs`` runs (default 3) of a client with a ``lookup_order``
+  tool and ``output=Decision`` (``refund: bool, amount: Decimal, reason: str``), with
+  ``tool_choice`` left to the model; the line says how many runs ended with a valid value,
+  how many called the tool, and the correction steps of each run (a ``final_result`` call
+  that did not fit, or an answer in prose, each sent back once); passes when at least one
+  run ended with a valid value and none failed.
+
+``--only raw-format`` runs the same task the old way for comparison: ``response_format``
+with ``Decision``'s schema in ``request_params`` and no ``output`` (``--response-format
+json_object`` for llama-cpp-python, which takes the schema beside ``json_object``); the line
+says how many runs called the tool and ended with text that is a valid value.
 
 A small local model may fail the ``team`` scenario on its own merits; a failure with an
 HTTP error in the detail is what this script is for. Exit status: 0 when all pass.
@@ -23,19 +34,49 @@ HTTP error in the detail is what this script is for. Exit status: 0 when all pas
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import threading
 import time
+from decimal import Decimal
 from typing import Any, Callable
 
-from toolnexus import Budget, Client, LLMError, Runtime, AgentDef, Tool, Toolkit, make_answer, make_request, suspend, tool
+import attrs
+
+from toolnexus import Budget, Client, LLMError, RunResult, Runtime, AgentDef, Tool, Toolkit, make_answer, make_request, suspend, tool
+from toolnexus._schema import schema_for_type
+from toolnexus.output import output_type
 
 
 @tool
 def word_count(text: str) -> int:
     """Count the words in a text."""
     return len(text.split())
+
+
+@attrs.frozen
+class Decision:
+    """How a complaint is settled."""
+
+    refund: bool
+    amount: Decimal
+    reason: str
+
+
+ORDERS = {"A-1001": {"order": "A-1001", "total": "19.90", "damaged": True}}
+_looked_up: list[str] = []
+
+
+@tool
+def lookup_order(order: str) -> dict[str, Any]:
+    """Look an order up by its number: its total and whether it arrived damaged."""
+    _looked_up.append(order)
+    return ORDERS.get(order.strip(), {"order": order, "error": "no such order; try A-1001"})
+
+
+SETTLE_SYSTEM = "You settle customer complaints. Look the order up with lookup_order, then give your decision."
+SETTLE_PROMPT = "Order A-1001 arrived damaged. Decide whether to refund it and how much."
 
 
 def forced(style: str, name: str) -> dict[str, Any]:
@@ -112,11 +153,65 @@ def suspend_resume(options: dict[str, Any], style: str, params: dict[str, Any]) 
     return Outcome(passed, first.turns + resumed.turns, first.usage.total_tokens + resumed.usage.total_tokens, detail)
 
 
-SCENARIOS: dict[str, Callable[[dict[str, Any], str, dict[str, Any]], Outcome]] = {
+def corrections(result: RunResult) -> int:
+    """The steps a typed run spent being corrected: each ``final_result`` call that did not
+    fit and each answer in prose was sent back once (a tool error, or a user message)."""
+    asked = -1  # the prompt is the first user message with text; every later one asks again
+    refused = 0
+    for message in result.messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            asked += 1
+        texts = [content] if message.get("role") == "tool" else [b.get("content") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        refused += sum(isinstance(t, str) and t.startswith("final_result was not accepted") for t in texts)
+    return asked + refused
+
+
+def typed_output(options: dict[str, Any], style: str, params: dict[str, Any], runs: int = 3) -> Outcome:
+    valid, called, fixes, turns, tokens = 0, 0, [], 0, 0
+    for _ in range(runs):
+        _looked_up.clear()
+        with Client(**options, system_prompt=SETTLE_SYSTEM, max_turns=5, request_params=params or None) as client:
+            result = client.run(SETTLE_PROMPT, [lookup_order], output=Decision)
+        valid += result.status == "done" and isinstance(result.output, Decision)
+        called += bool(_looked_up)
+        fixes.append(corrections(result))
+        turns, tokens = turns + result.turns, tokens + result.usage.total_tokens
+    detail = f"valid={valid}/{runs} tool_called={called}/{runs} corrections={fixes}"
+    return Outcome(valid >= 1, turns, tokens, detail)
+
+
+def raw_format(options: dict[str, Any], style: str, params: dict[str, Any], runs: int = 3, shape: str = "json_schema") -> Outcome:
+    """The same task with ``response_format`` instead of ``output`` (openai style only), in
+    the OpenAI/vLLM shape (``json_schema``) or llama-cpp-python's (``json_object`` + ``schema``)."""
+    schema = schema_for_type(Decision)
+    response_format = {"type": "json_schema", "json_schema": {"name": "Decision", "schema": schema}} if shape == "json_schema" else {"type": "json_object", "schema": schema}
+    request = {**params, "response_format": response_format}
+    typed = output_type(Decision)
+    assert typed is not None
+    valid, called, turns, tokens = 0, 0, 0, 0
+    for _ in range(runs):
+        _looked_up.clear()
+        with Client(**options, system_prompt=SETTLE_SYSTEM, max_turns=5, request_params=request) as client:
+            result = client.run(SETTLE_PROMPT + " Answer with the decision as JSON.", [lookup_order])
+        try:
+            valid += not isinstance(typed.check(json.loads(result.text)), list)
+        except ValueError:
+            pass
+        called += bool(_looked_up)
+        turns, tokens = turns + result.turns, tokens + result.usage.total_tokens
+    return Outcome(True, turns, tokens, f"valid={valid}/{runs} tool_called={called}/{runs} (for comparison)")
+
+
+SCENARIOS: dict[str, Callable[..., Outcome]] = {
     "tool-loop": tool_loop,
     "team": team,
     "suspend-resume": suspend_resume,
+    "typed-output": typed_output,
+    "raw-format": raw_format,
 }
+#: What runs without ``--only``.
+DEFAULT = ("tool-loop", "team", "suspend-resume", "typed-output")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,16 +223,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=256, help="max_tokens per reply (default 256; keep it below the context size)")
     parser.add_argument("--timeout-ms", type=int, default=300_000, help="bound on one model exchange")
     parser.add_argument("--only", choices=sorted(SCENARIOS), action="append", help="run only this scenario (repeatable)")
+    parser.add_argument("--typed-runs", type=int, default=3, help="runs of the typed-output (and raw-format) scenario (default 3)")
+    parser.add_argument("--response-format", choices=("json_schema", "json_object"), default="json_schema",
+                        help="raw-format's response_format shape: json_schema (OpenAI, vLLM) or json_object with a schema (llama-cpp-python)")
     args = parser.parse_args(argv)
     options: dict[str, Any] = {"base_url": args.base_url, "model": args.model, "style": args.style, "timeout_ms": args.timeout_ms, "retries": 1}
     if args.api_key_env:
         options["api_key"] = os.environ[args.api_key_env]
     params = {"max_tokens": args.max_tokens}
     failures = 0
-    for name in args.only or SCENARIOS:
+    for name in args.only or DEFAULT:
         started = time.perf_counter()
+        extra: dict[str, Any] = {"runs": args.typed_runs} if name in ("typed-output", "raw-format") else {}
+        if name == "raw-format":
+            extra["shape"] = args.response_format
         try:
-            outcome = SCENARIOS[name](options, args.style, params)
+            outcome = SCENARIOS[name](options, args.style, params, **extra)
         except LLMError as exc:
             outcome = Outcome(False, 0, 0, f"LLMError: {exc}")
         elapsed = time.perf_counter() - started

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ ARGUMENTS = {"word_count": {"text": "to be or not to be"}, "task": {"agent": "re
 def load_script():
     spec = importlib.util.spec_from_file_location("real_server_check", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: its classes' annotations resolve there
     spec.loader.exec_module(module)
     return module
 
@@ -34,9 +36,23 @@ def strict_server_responder():
         if isinstance(choice, dict):
             name = choice["function"]["name"]
             return tool_call_completion(body, [(f"call_{next(ids)}", name, ARGUMENTS[name])])
-        return text_completion(body, "All done.")
+        return settle(body, ids) or text_completion(body, "All done.")
 
     return respond
+
+
+def settle(body, ids):
+    """The typed scenario, as a tool-capable model plays it: look the order up, answer in
+    prose once, then call final_result after being asked to."""
+    names = {tool["function"]["name"] for tool in body.get("tools", [])}
+    if "final_result" not in names:
+        return None
+    messages = body["messages"]
+    if not any(m["role"] == "tool" for m in messages):
+        return tool_call_completion(body, [(f"call_{next(ids)}", "lookup_order", {"order": "A-1001"})])
+    if messages[-1]["role"] == "tool":
+        return text_completion(body, "Refund it: it arrived damaged.")
+    return tool_call_completion(body, [(f"call_{next(ids)}", "final_result", {"refund": True, "amount": "19.90", "reason": "damaged"})])
 
 
 def test_every_scenario_passes_against_a_server_that_refuses_null_content(capsys):
@@ -44,9 +60,18 @@ def test_every_scenario_passes_against_a_server_that_refuses_null_content(capsys
     with ScriptedLLMServer(strict_server_responder()) as server:
         status = script.main(["--base-url", server.base_url, "--model", "m"])
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[:2] for line in lines] == [["tool-loop", "PASS"], ["team", "PASS"], ["suspend-resume", "PASS"]], lines
+    assert [line.split()[:2] for line in lines] == [["tool-loop", "PASS"], ["team", "PASS"], ["suspend-resume", "PASS"], ["typed-output", "PASS"]], lines
     assert status == 0
     assert all("turns=" in line and "tokens=" in line and "time=" in line for line in lines)
+    assert "valid=3/3 tool_called=3/3 corrections=[1, 1, 1]" in lines[-1]
+
+
+def test_the_raw_format_comparison_reports_what_the_server_did(capsys):
+    script = load_script()
+    with ScriptedLLMServer(strict_server_responder()) as server:
+        script.main(["--base-url", server.base_url, "--model", "m", "--only", "raw-format", "--typed-runs", "2"])
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.split()[:2] == ["raw-format", "PASS"] and "valid=0/2 tool_called=0/2" in line
 
 
 def test_a_server_error_is_a_failing_line_not_a_crash(capsys):

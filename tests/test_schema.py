@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 import pytest
 
@@ -25,9 +25,13 @@ def test_bare_list_is_an_array_of_anything_with_items():
     assert schema_for_type(list) == {"type": "array", "items": {}}
 
 
-@pytest.mark.parametrize("hint", [dict, dict[str, int]])
+@pytest.mark.parametrize("hint", [dict, dict[str, Any]])
 def test_dict_is_object(hint):
     assert schema_for_type(hint) == {"type": "object"}
+
+
+def test_dict_of_a_type_is_an_object_of_that_type():
+    assert schema_for_type(dict[str, int]) == {"type": "object", "additionalProperties": {"type": "integer"}}
 
 
 def test_literal_is_enum():

@@ -142,7 +142,7 @@ def agent(
     name: str,
     *,
     does: str,
-    tools: Iterable[Tool] = (),
+    tools: Any = (),
     soul: str = "",
     team: Iterable[Any] = (),
     budget: Budget | None = None,
@@ -152,15 +152,17 @@ def agent(
     on_close: Callable[..., Any] | None = None,
     hooks: HooksLike = None,
     on_metric: Callable[[dict[str, Any]], Any] | None = None,
+    output: Any = None,
 ) -> Agent:
-    """Define an agent; ``team`` members may be ``Agent`` objects or registry names."""
+    """Define an agent; ``team`` members may be ``Agent`` objects or registry names.
+    ``tools`` may be ``Tool``s or plain functions; ``output=T`` makes its runs typed."""
     return Agent(
         AgentDef(
             name,
             does,
             model=model,
             soul=soul,
-            tools=tuple(tools),
+            tools=tools,
             team=tuple(team),
             budget=budget,
             wait_for=wait_for,
@@ -168,5 +170,6 @@ def agent(
             on_close=on_close,
             hooks=hooks,
             on_metric=on_metric,
+            output=output,
         )
     )

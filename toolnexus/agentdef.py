@@ -16,13 +16,20 @@ import attrs
 from .data import Answer, Budget, Request
 from .errors import ConfigError
 from .hooks import HooksLike
+from .output import FINAL_RESULT, output_type
+from .toolkit import as_tools
 from .tools import Tool
 
 log = logging.getLogger("toolnexus")
 
 
-def _tools(tools: Iterable[Tool]) -> tuple[Tool, ...]:
-    return tuple(tools)
+def _tools(tools: Any) -> tuple[Tool, ...]:
+    """Tools, plain functions (made tools with ``@tool``'s rules) or a ``Toolkit``."""
+    return tuple(as_tools(tools))
+
+
+def _typed(instance: AgentDef, field: attrs.Attribute[Any], value: Any) -> None:
+    output_type(value)  # a T without a schema is refused here, when the agent is defined
 
 
 def _members(team: Iterable[Any]) -> tuple[Any, ...]:
@@ -49,7 +56,8 @@ class AgentDef:
     """What an agent is: its job, its soul (system prompt), its tools and its team.
 
     ``model="inherit"`` uses the runtime's model. A non-empty ``team`` gives the agent a
-    ``task`` tool that can delegate to exactly those agents.
+    ``task`` tool that can delegate to exactly those agents. With ``output=T`` each turn
+    ends with a value of ``T`` (``AgentResult.output``), which a lead receives as JSON.
     """
 
     name: str = attrs.field(validator=_valid_name)
@@ -64,10 +72,15 @@ class AgentDef:
     on_close: Callable[..., Any] | None = attrs.field(default=None, kw_only=True)
     hooks: HooksLike = attrs.field(default=None, kw_only=True)
     on_metric: Callable[[dict[str, Any]], Any] | None = attrs.field(default=None, kw_only=True)
+    #: An attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict: the agent's turns
+    #: end with a value of it (typed output).
+    output: Any = attrs.field(default=None, kw_only=True, validator=_typed)
 
     def __attrs_post_init__(self) -> None:
         if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):
             raise ConfigError(f"agent {self.name!r} has a team, so its tool name 'task' is taken by delegation: rename its own 'task' tool")
+        if self.output is not None and any(own.name == FINAL_RESULT for own in self.tools):
+            raise ConfigError(f"agent {self.name!r} has output, which needs the tool name {FINAL_RESULT!r}: rename its own {FINAL_RESULT!r} tool")
 
     @property
     def team_names(self) -> tuple[str, ...]:

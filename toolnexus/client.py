@@ -7,12 +7,13 @@ lock-guarded.
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 import weakref
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
+
+import attrs
 
 from . import loop, pricing, tracing
 from ._closing import Held
@@ -24,7 +25,8 @@ from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for
-from .toolkit import Toolkit
+from .output import output_type
+from .toolkit import Toolkit, ToolsLike, as_toolkit
 
 if TYPE_CHECKING:
     import requests
@@ -130,25 +132,37 @@ class Client:
         """Prometheus text for every model call, tool call and run of this client."""
         return self._metrics.render()
 
-    def run(self, prompt: str, toolkit: Toolkit | None = None, *, history: list[dict[str, Any]] | None = None) -> RunResult:
+    def run(self, prompt: str, toolkit: ToolsLike = None, *, history: list[dict[str, Any]] | None = None, output: Any = None) -> RunResult:
         """Run the loop on ``prompt`` after ``history``; see the module docs for outcomes.
+
+        ``toolkit`` is a ``Toolkit``, or a list of tools or plain functions. With ``output=T``
+        (an attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict) the run ends
+        when the model gives a value of ``T`` through the ``final_result`` tool:
+        ``result.output`` is that value and ``result.text`` its JSON.
 
         Raises:
             LLMError: the model endpoint failed past the retries.
+            ConfigError: ``output`` cannot be given a schema, or the toolkit already has a
+                tool named ``final_result``.
         """
-        messages = loop.initial_messages(self._engine.style, self._spec.system, history, prompt)
-        return self._measured(toolkit, lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
+        spec = self._typed(output)
+        kit = as_toolkit(toolkit)
+        messages = loop.initial_messages(self._engine.style, spec.system, history, prompt)
+        return self._measured(kit, lambda: loop.start(self._engine, spec, kit, messages))
 
-    def ask(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None) -> RunResult:
+    def _typed(self, output: Any) -> RunSpec:
+        return self._spec if output is None else attrs.evolve(self._spec, output=output_type(output))
+
+    def ask(self, prompt: str, toolkit: ToolsLike = None, *, id: str | None = None, output: Any = None) -> RunResult:
         """``run`` with the conversation ``id`` loaded from and saved to the store.
 
         Calls on one conversation run one after the other (each sees the last one's
         exchange); calls on different conversations run in parallel.
         """
         if id is None:
-            return self.run(prompt, toolkit)
+            return self.run(prompt, toolkit, output=output)
         with self._guard.exclusive(self._store, id):
-            result = self.run(prompt, toolkit, history=self._store.get(id) or [])
+            result = self.run(prompt, toolkit, history=self._store.get(id) or [], output=output)
             self._store.save(id, result.messages)
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
@@ -157,12 +171,14 @@ class Client:
         self,
         pending: Request,
         answer: Answer,
-        toolkit: Toolkit | None = None,
+        toolkit: ToolsLike = None,
         *,
         messages: list[dict[str, Any]] | None = None,
         id: str | None = None,
+        output: Any = None,
     ) -> RunResult:
         """Continue a run that returned ``status="pending"``, from ``messages`` or the store.
+        A typed run is continued with the same ``output``.
 
         With ``id`` the answer is claimed under the conversation: of two resumes with one
         answer, one runs and the other raises ``UnknownRequest``, so the approved tool runs
@@ -176,12 +192,12 @@ class Client:
         if id is None:
             if messages is None:
                 raise ToolnexusError("resume needs the pending run's messages or its conversation id")
-            return self._resumed(list(messages), pending, answer, toolkit)
+            return self._resumed(list(messages), pending, answer, toolkit, output)
         with self._guard.exclusive(self._store, id):
             claimed = self._guard.claim(id, answer.id)
             try:
                 transcript = list(messages) if messages is not None else self._store.get(id) or []
-                result = self._resumed(transcript, pending, answer, toolkit)
+                result = self._resumed(transcript, pending, answer, toolkit, output)
                 self._store.save(id, result.messages)
             except BaseException:
                 if claimed is not None:
@@ -190,8 +206,9 @@ class Client:
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
-    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: Toolkit | None) -> RunResult:
-        return self._measured(toolkit, lambda: loop.resume(self._engine, self._spec, toolkit or Toolkit(), transcript, pending, answer))
+    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: ToolsLike, output: Any) -> RunResult:
+        spec, kit = self._typed(output), as_toolkit(toolkit)
+        return self._measured(kit, lambda: loop.resume(self._engine, spec, kit, transcript, pending, answer))
 
     def close(self) -> None:
         """Cancel model calls and retry waits in flight, close what the tools it ran belong

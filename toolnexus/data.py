@@ -119,6 +119,9 @@ class RunResult:
     #: The last model reply's finish reason as the server sent it (``stop``, ``length``,
     #: ``tool_calls``, ``end_turn``, ``max_tokens``...), None when it sent none.
     finish_reason: str | None = None
+    #: A typed run's value (``output=T``): a ``T``, or a dict for a ``TypedDict`` or a
+    #: schema; ``None`` when the run was not typed or did not end ``done``.
+    output: Any = None
 
 
 @attrs.frozen(kw_only=True)
@@ -138,6 +141,9 @@ class AgentResult:
     #: US dollars this turn spent, its children's included (as ``total_tokens``); ``None``
     #: when the handle was never charged a priced call.
     cost: float | None = None
+    #: A typed agent's value (``AgentDef(output=T)``): a ``T``, or a dict for a
+    #: ``TypedDict`` or a schema; ``None`` otherwise.
+    output: Any = None
     #: The runtime that produced this result (set by ``Agent.run``), for ``resume``.
     runtime: Any = attrs.field(default=None, repr=False, eq=False)
 

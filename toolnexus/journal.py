@@ -23,6 +23,30 @@ from .record import Resume
 from .wire import from_wire, to_wire
 
 
+class Journal(Protocol):
+    """What the run loop records a turn's steps to (``TurnJournal`` is the runtime's), so
+    that a turn continued later (taken over after a crash, resumed, retried) is served
+    what was done instead of doing it again. Tool calls are keyed by the model ``step``
+    that made them and their id."""
+
+    def model_reply(self, step: int) -> ModelReply | None:
+        """The recorded reply of model call ``step`` (1-based), if there is one."""
+
+    def record_model(self, step: int, reply: ModelReply) -> None:
+        """Commit ``reply`` together with its charge to the ledger."""
+
+    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
+        """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
+        and never finished (in doubt)."""
+
+    def tools_started(self, step: int, call_ids: list[str]) -> None:
+        """Commit that these calls are about to run."""
+
+    def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
+        """Commit one call's result together with its charge to the ledger (a suspension
+        is not an effect: it is left to be asked again)."""
+
+
 class JournalRows(Protocol):
     """Where a tree store keeps journal rows. ``payload`` is plain JSON data."""
 

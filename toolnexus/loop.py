@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from concurrent.futures import Executor
-from typing import Any, Callable, ContextManager, Protocol
+from typing import Any, Callable, ContextManager
 
 import attrs
 
@@ -25,6 +25,8 @@ from .engine import ModelCall, ModelEngine, WireStyle
 from .record import Resume
 from .errors import Cancelled, LLMError, UnknownRequest
 from .hooks import Hooks
+from .journal import Journal
+from .output import Accepted, OutputType, check_toolkit
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
@@ -49,29 +51,6 @@ class Engine:
     @property
     def style(self) -> WireStyle:
         return self.model.style
-
-
-class Journal(Protocol):
-    """Where a turn records each step as it happens, so that a turn continued later (taken
-    over after a crash, retried after a failure) is served what was done instead of doing
-    it again. Tool calls are keyed by the model ``step`` that made them and their id."""
-
-    def model_reply(self, step: int) -> ModelReply | None:
-        """The recorded reply of model call ``step`` (1-based), if there is one."""
-
-    def record_model(self, step: int, reply: ModelReply) -> None:
-        """Commit ``reply`` together with its charge to the ledger."""
-
-    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
-        """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
-        and never finished (in doubt)."""
-
-    def tools_started(self, step: int, call_ids: list[str]) -> None:
-        """Commit that these calls are about to run."""
-
-    def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
-        """Commit one call's result together with its charge to the ledger (a suspension
-        is not an effect: it is left to be asked again)."""
 
 
 IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not finish; it was not run again"
@@ -109,6 +88,8 @@ class RunSpec:
     trace: tracing.Tracer = tracing.OFF
     price: pricing.Price | None = None
     flight: Callable[[], ContextManager[str | None]] | None = None
+    #: A typed run: it ends when the model gives a value of this type (``final_result``).
+    output: OutputType | None = None
 
 
 @attrs.define
@@ -149,6 +130,7 @@ def initial_messages(style: WireStyle, system: str | None, history: list[dict[st
 
 def start(engine: Engine, spec: RunSpec, toolkit: Toolkit, messages: list[dict[str, Any]]) -> RunResult:
     """Run the loop over ``messages`` (already ending with the new user input)."""
+    check_toolkit(spec.output, toolkit)
     return _drive(engine, spec, toolkit, _State(messages=messages))
 
 
@@ -162,6 +144,7 @@ def resume(
 ) -> RunResult:
     """Continue a run that ended ``pending``: rerun the halted call with the answer, run the
     calls of that turn that have no result yet, then go on. No user message is added."""
+    check_toolkit(spec.output, toolkit)
     if answer.id != pending.id:
         raise UnknownRequest(f"answer {answer.id!r} does not match the pending request {pending.id!r}")
     index, calls = _last_tool_turn(engine.style, messages)
@@ -181,9 +164,11 @@ def resume(
         kept[halted_id] = _declined(answer, pending)
         answers = {}
     state = _State(messages=list(messages[: index + 1]))
-    halted = _tool_phase(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
+    halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
     if halted is not None:
         return _result(spec, state, "pending", pending=halted)
+    if accepted is not None:
+        return _result(spec, state, "done", accepted=accepted)
     return _drive(engine, spec, toolkit, state)
 
 
@@ -197,6 +182,9 @@ def _last_tool_turn(style: WireStyle, messages: list[dict[str, Any]]) -> tuple[i
 
 def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> RunResult:
     tools = engine.style.tools_payload(toolkit)  # the in-process model uses the openai style
+    typed = spec.output
+    if typed is not None:
+        tools = [*tools, *engine.style.tools_payload(typed.toolkit)]
     # Delegation fans out to other turns: have a worker ready by the time the reply asks
     # (unless delegations run on this thread, as with a dispatcher).
     delegates = "agent" not in engine.here_sources and any(tool.source == "agent" for tool in toolkit.tools())
@@ -208,10 +196,35 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         if reply.usage_missing:
             engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
         if not reply.tool_calls:
-            return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
-        halted = _tool_phase(engine, spec, toolkit, state, reply.tool_calls)
+            if typed is None or reply.truncated:
+                return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
+            verdict = typed.from_text(reply.text)
+            if isinstance(verdict, Accepted):
+                return _result(spec, state, "done", accepted=verdict)
+            state.messages.append(engine.style.user_message(verdict))  # asks for final_result
+            continue
+        halted, accepted = _step(engine, spec, toolkit, state, reply.tool_calls)
         if halted is not None:
             return _result(spec, state, "pending", pending=halted)
+        if accepted is not None:
+            return _result(spec, state, "done", accepted=accepted)
+
+
+def _step(
+    engine: Engine,
+    spec: RunSpec,
+    toolkit: Toolkit,
+    state: _State,
+    calls: list[ToolCall],
+    *,
+    kept: dict[str, ToolResult] | None = None,
+    answers: dict[str, Answer] | None = None,
+) -> tuple[Request | None, Accepted | None]:
+    """The tool calls of one model step; a typed run's ``final_result`` calls are answered
+    here (never run, recorded or counted as tool calls) and the first that fits wins."""
+    finals, accepted = spec.output.from_calls(calls, decode_arguments) if spec.output is not None else ({}, None)
+    halted = _tool_phase(engine, spec, toolkit, state, calls, kept={**(kept or {}), **finals}, answers=answers)
+    return halted, accepted
 
 
 def _next_reply(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], delegates: bool) -> ModelReply | str:
@@ -242,8 +255,8 @@ def _check_cancel(spec: RunSpec) -> None:
         raise Cancelled("the run was interrupted")
 
 
-def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None) -> RunResult:
-    text = state.text
+def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None, accepted: Accepted | None = None) -> RunResult:
+    text = state.text if accepted is None else accepted.text
     if limit is not None and limit in LIMIT_TEXT:
         text = f"{text}\n[{LIMIT_TEXT[limit]}]" if text else LIMIT_TEXT[limit]
     if pending is not None:
@@ -260,6 +273,7 @@ def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = No
         limit=limit,
         pending=pending,
         finish_reason=state.finish_reason,
+        output=accepted.value if accepted is not None else None,
     )
 
 

@@ -207,11 +207,14 @@ def task_tool(delegation: Delegation, team: Team, parent: Handle, serial: int) -
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
-    """A settled child's result as one tool message: its text, prefixed unless ``done``."""
-    metadata = {"agent": name, "turns": result.turns, "total_tokens": result.total_tokens}
+    """A settled child's result as one tool message: its text, prefixed unless ``done``
+    (a typed child's text is its value's JSON, and the value is ``metadata["output"]``)."""
+    metadata: dict[str, Any] = {"agent": name, "turns": result.turns, "total_tokens": result.total_tokens}
     if result.status == "pending" and result.pending is not None:
         return ToolResult(output=result.pending.prompt, is_error=True, metadata={**metadata, "pending": result.pending})
     text = result.text if result.status == "done" else f"[{result.status}] {result.text}"
+    if result.output is not None:  # a typed teammate: its value beside its JSON
+        metadata["output"] = result.output
     return ToolResult(output=text, is_error=result.is_error, metadata=metadata)
 
 

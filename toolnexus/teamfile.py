@@ -1,5 +1,8 @@
 """Team files: a team of agents and its connection, in TOML, checked before anything runs.
 
+An agent's ``output = "module:ClassName"`` names its typed output (an attrs class, a
+dataclass, a ``TypedDict`` or a JSON Schema dict).
+
 A team file is code: ``tools = ["module:attribute"]`` imports and runs Python, so load
 only team files you trust as you would trust a script. Modules next to the team file are
 importable, but only after installed packages (a stray ``requests.py`` beside it does not
@@ -52,7 +55,7 @@ class Team:
 
 _TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
-_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp")
+_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output")
 _STDIO_KEYS = ("command", "env", "cwd", "timeout_s")
 _HTTP_KEYS = ("url", "headers", "timeout_s")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
@@ -240,6 +243,9 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
     tools = spec.get("tools", [])
     if not isinstance(tools, list) or not all(isinstance(ref, str) for ref in tools):
         raise fail(f'{where}: tools must be a list of "module:attribute" strings')
+    output = spec.get("output")
+    if output is not None and not isinstance(output, str):
+        raise fail(f'{where}: output must be a "module:ClassName" string')
     try:
         check_name(name)
         own = [_import_tool(ref, base, where, fail) for ref in tools]
@@ -251,17 +257,28 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
             team=tuple(team),
             budget=budget,
             tools=(*own, *_mcp_tools(name, spec.get("mcp"), base, fail, servers)),
+            output=_imported(output, base, where, "output", fail) if output is not None else None,
         )
     except ConfigError as exc:
         raise fail(f"{where}: {exc}") from None
 
 
 def _import_tool(ref: str, base: str, where: str, fail: Callable[[str], TeamFileError]) -> Tool:
-    """``"module:attribute"``: a ``Tool`` or a plain function. Importing it runs that
-    module's code. Modules next to the team file are importable, after installed ones."""
+    """``"module:attribute"``: a ``Tool`` or a plain function."""
+    value = _imported(ref, base, where, "tool", fail)
+    if isinstance(value, Tool):
+        return value
+    if callable(value):
+        return tool(value)
+    raise fail(f"{where}: {ref!r} is neither a Tool nor a function")
+
+
+def _imported(ref: str, base: str, where: str, what: str, fail: Callable[[str], TeamFileError]) -> Any:
+    """The value ``"module:attribute"`` names. Importing it runs that module's code.
+    Modules next to the team file are importable, after installed ones."""
     module_name, _, attribute = ref.partition(":")
     if not module_name or not attribute:
-        raise fail(f'{where}: tool {ref!r} must look like "module:attribute"')
+        raise fail(f'{where}: {what} {ref!r} must look like "module:attribute"')
     if base not in sys.path:
         sys.path.append(base)  # last: the team's folder never shadows an installed package
     try:
@@ -269,12 +286,8 @@ def _import_tool(ref: str, base: str, where: str, fail: Callable[[str], TeamFile
         for part in attribute.split("."):
             value = getattr(value, part)
     except Exception as exc:
-        raise fail(f"{where}: cannot load tool {ref!r}: {type(exc).__name__}: {exc}") from None
-    if isinstance(value, Tool):
-        return value
-    if callable(value):
-        return tool(value)
-    raise fail(f"{where}: {ref!r} is neither a Tool nor a function")
+        raise fail(f"{where}: cannot load {what} {ref!r}: {type(exc).__name__}: {exc}") from None
+    return value
 
 
 def _mcp_tools(agent: str, tables: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]) -> list[Tool]:

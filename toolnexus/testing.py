@@ -6,7 +6,8 @@ Standard library only. For tests, examples and benchmarks::
         client = Client(base_url=server.base_url, model="m")
         ...
 
-Every ``POST <anything>/chat/completions`` is answered with the JSON returned by the
+Every ``POST <anything>/chat/completions`` (and ``<anything>/messages``, for a responder
+that speaks the anthropic style) is answered with the JSON returned by the
 ``respond(body) -> dict`` callable given to the constructor. The server speaks HTTP/1.1
 with keep-alive, always sends Content-Length and sets TCP_NODELAY on accepted sockets,
 so a client's pooled connection is reused and no Nagle/delayed-ACK stalls distort timings.
@@ -119,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self._read_body()
-        if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
+        if not self.path.split("?", 1)[0].rstrip("/").endswith(("/chat/completions", "/messages")):
             self._send_json(404, _error(f"no route for POST {self.path}", "not_found"))
             return
         try:

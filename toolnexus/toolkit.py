@@ -4,27 +4,69 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Union
 
 import attrs
 
 from .data import ToolResult
-from .tools import Tool, ToolContext, sanitize_name
+from .errors import ConfigError
+from .tools import Tool, ToolContext, sanitize_name, tool as make_tool
 
 log = logging.getLogger("toolnexus")
 
+#: What a parameter that takes tools accepts: a ``Toolkit``, a ``Tool`` or a plain function
+#: (made a tool with ``@tool``'s rules), or an iterable of those; ``None`` is no tools.
+ToolsLike = Union["Toolkit", Tool, Callable[..., Any], Iterable[Union[Tool, Callable[..., Any]]], None]
+
+
+def as_tool(item: Any) -> Tool:
+    """A ``Tool`` as it is; a plain function as ``tool(item)``.
+
+    Raises:
+        ConfigError: ``item`` is neither (or the function's annotations have no schema).
+    """
+    if isinstance(item, Tool):
+        return item
+    if callable(item) and not isinstance(item, type):
+        return make_tool(item)
+    raise ConfigError(f"expected a Tool or a function, got {type(item).__name__}: {item!r}")
+
+
+def as_tools(value: Any) -> list[Tool]:
+    """Every tool in ``value`` (see ``ToolsLike``), in order."""
+    if value is None:
+        return []
+    if isinstance(value, Toolkit):
+        return value.tools()
+    if isinstance(value, Tool) or (callable(value) and not isinstance(value, type)):
+        return [as_tool(value)]
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise ConfigError(f"expected a Toolkit, a Tool, a function or a list of them, got {type(value).__name__}")
+    return [tool for item in value for tool in (item.tools() if isinstance(item, Toolkit) else [as_tool(item)])]
+
+
+def as_toolkit(value: Any) -> Toolkit:
+    """``value`` when it is a ``Toolkit``; otherwise a new one of its tools (see ``ToolsLike``)."""
+    return value if isinstance(value, Toolkit) else Toolkit(as_tools(value))
+
 
 class Toolkit:
-    """An ordered set of tools; on duplicate names the first one registered wins."""
+    """An ordered set of tools; on duplicate names the first one registered wins.
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    ``Toolkit(tools)`` takes ``Tool`` objects or plain functions (made tools with the
+    ``@tool`` rules), or a single one of them.
+    """
+
+    def __init__(self, tools: ToolsLike = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._schemas: dict[str, list[dict[str, Any]]] = {}  # per wire style, built once
-        for item in tools:
+        for item in as_tools(tools):
             self.register(item)
 
-    def register(self, tool: Tool) -> bool:
-        """Add ``tool``; returns False (and keeps the first) when the name is taken."""
+    def register(self, tool: Tool | Callable[..., Any]) -> bool:
+        """Add ``tool`` (a ``Tool`` or a plain function); returns False (and keeps the
+        first) when the name is taken."""
+        tool = as_tool(tool)
         if tool.name in self._tools:
             return False
         self._tools[tool.name] = tool

@@ -9,10 +9,11 @@ from typing import Any, Callable, overload
 
 import attrs
 
-from . import _schema
+from . import _schema, _validate
 from ._cancel import CancelEvent
 from .data import Answer, Request, ToolResult
-from .errors import ConfigError
+from .errors import ConfigError, WireError
+from .wire import build
 
 #: What a durable runtime may do with a call left in doubt by a crash (see ``Tool``).
 RETRY_OPTIONS = ("never", "safe", "ask")
@@ -143,10 +144,25 @@ def _from_function(
     input_schema: dict[str, Any] | None,
     retry: str = "never",
 ) -> Tool:
-    schema = input_schema if input_schema is not None else _schema.function_schema(fn)
+    label = name or getattr(fn, "__name__", "tool")
+    convert: Callable[[dict[str, Any]], dict[str, Any] | str] | None = None
+    if input_schema is not None:
+        schema = input_schema  # the function takes the arguments as they come
+    else:
+        try:
+            params, open_ended = _schema.parameters(fn)
+        except ConfigError as exc:
+            raise ConfigError(f"tool {label}: {exc}") from None
+        schema = _schema.object_schema(params)
+        convert = _converter(params, open_ended)
     with_ctx = _schema.takes_context(fn)
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult | str:
+        if convert is not None:
+            converted = convert(args)
+            if isinstance(converted, str):
+                return failure(f"invalid arguments for {label}: {converted}")
+            args = converted
         value = fn(**args, ctx=ctx) if with_ctx else fn(**args)
         if isinstance(value, ToolResult):
             return value
@@ -159,6 +175,35 @@ def _from_function(
         execute,
         retry=retry,
     )
+
+
+def _converter(params: list[_schema.Parameter], open_ended: bool) -> Callable[[dict[str, Any]], dict[str, Any] | str]:
+    """Check a call's arguments against the parameters' schemas and convert those whose
+    annotation is more than JSON (a date, a ``Decimal``, a class...) through the one
+    converter; a problem is returned as text that names the parameter."""
+    check = {**_schema.object_schema(params), "additionalProperties": open_ended}
+    fits = _validate.quick_fit(check)  # most tools take plain JSON types: checked at once
+    building = {p.name: p.hint for p in params if _schema.needs_building(p.hint)}
+    as_none = [p.name for p in params if p.absent_is_none]
+
+    def convert(args: dict[str, Any]) -> dict[str, Any] | str:
+        if fits is not None and fits(args) and not building and not as_none:
+            return args
+        found = _validate.problems(check, args)
+        if found:
+            return "; ".join(found)
+        out = dict(args)
+        for name in as_none:
+            out.setdefault(name, None)
+        for name, hint in building.items():
+            if name in out:
+                try:
+                    out[name] = build(out[name], hint)
+                except WireError as exc:
+                    return f"{name}: {exc}"
+        return out
+
+    return convert
 
 
 def _render(value: Any) -> str:
@@ -202,6 +247,16 @@ def tool(
     The schema comes from the type hints, the description from the docstring's first
     paragraph; a final parameter named ``ctx`` receives the ``ToolContext``. A returned
     value that is not a str or ``ToolResult`` is sent to the model as JSON.
+
+    Arguments are checked against the schema and converted to the annotated types before
+    the function is called (``date``, ``datetime``, ``time``, ``UUID``, ``Decimal``, an
+    ``Enum``, a path, nested attrs classes, dataclasses and ``TypedDict``s); an argument
+    that does not fit is an error result naming it, and the function is not called. With
+    an explicit ``input_schema`` the arguments reach the function as they come.
+
+    Raises:
+        ConfigError: a parameter's annotation has no JSON form (``Any`` and no annotation
+            mean "anything").
     """
     if fn is not None:
         return _from_function(fn, name=name, description=description, input_schema=input_schema, retry=retry)

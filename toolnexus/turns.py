@@ -23,6 +23,7 @@ from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pricing import Price
 from .spending import Cap, Spending
+from .output import output_type
 from .store import ConversationStore
 from .toolkit import Toolkit
 from .tools import Tool
@@ -119,6 +120,7 @@ class TurnRunner:
             handle_id=handle.id,
             finish_reason=run.finish_reason,
             cost=cost,
+            output=run.output,
         )
         return result, run
 
@@ -180,6 +182,7 @@ class TurnRunner:
             trace=self.trace,
             price=self.prices.get(self.model_of(definition)),
             flight=self._flight(handle, turn) if handle.record.budget.max_cost is not None else None,
+            output=output_type(definition.output),
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:

@@ -19,6 +19,7 @@ from . import _jobs
 from .data import AgentResult
 from .dispatch import Dispatching
 from .handle import CLOSED, Handle, Turn, closed_result
+from .output import typed_result
 from .tree import HandleTree
 from .turns import TurnRunner
 
@@ -53,7 +54,12 @@ class Waiter:
         ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
         sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
         runs is interrupted (by a timer, at its next step) when time is up and the result
-        is ``timeout``; otherwise such a turn runs to its end."""
+        is ``timeout``; otherwise such a turn runs to its end. A typed agent's value read
+        back from a state is rebuilt as its definition's type (outside the handle's lock)."""
+        result = self._next_result(handle, timeout, run_here=run_here, stop_at_deadline=stop_at_deadline)
+        return typed_result(handle.definition, result)
+
+    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool) -> AgentResult:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import functools
 import json
+import types
+import typing
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import attrs
 
+from . import _schema
 from .data import AgentResult, Answer, HandleView, Request, RunResult, ToolCallRecord, ToolResult, Usage
-from .errors import WireError
+from .errors import ConfigError, WireError
 
 if TYPE_CHECKING:
     import cattrs
@@ -52,6 +55,11 @@ def _converter() -> cattrs.Converter:
 
     for kind in (bool, str, int):
         converter.register_structure_hook(kind, _strict(kind))
+    _scalar_hooks(converter)
+    # Classes of the host's own (typed output, tool parameters): an ``Optional`` field left
+    # out is ``None``; the library's own value types keep cattrs' defaults.
+    converter.register_structure_hook_factory(_hosts_class, lambda cls: _structured_hook(converter, cls))
+    converter.register_structure_hook_factory(_plain_union, lambda hint: _union_hook(converter, hint))
     for cls in (Request, Answer):
         converter.register_unstructure_hook(cls, omit_none_unstructure(cls))
         converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **renames.get(cls, {})))
@@ -66,6 +74,143 @@ def __getattr__(name: str) -> Any:
     if name == "converter":  # the one converter, for code that configures or reads it
         return _converter()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _scalar_hooks(converter: cattrs.Converter) -> None:
+    """The scalars of the schema rules (``_schema.FORMATS``, ``Decimal``, paths): strings on
+    the wire, and a ``Decimal`` written as a string so that no digit is lost."""
+    import datetime
+    import decimal
+    import pathlib
+    import uuid
+
+    def iso(kind: Any) -> Any:
+        def structure(value: Any, _: Any) -> Any:
+            if isinstance(value, kind) and (kind is not datetime.date or not isinstance(value, datetime.datetime)):
+                return value
+            if not isinstance(value, str):
+                raise TypeError(f"expected a string, got {type(value).__name__}")
+            return kind.fromisoformat(value)
+
+        return structure
+
+    def exact(value: Any, _: Any) -> decimal.Decimal:
+        if isinstance(value, decimal.Decimal):
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(f"expected a number, got {type(value).__name__}")
+        try:
+            return decimal.Decimal(repr(value) if isinstance(value, float) else value)
+        except decimal.InvalidOperation:
+            raise ValueError(f"not a number: {value!r}") from None
+
+    def text_of(kind: Any) -> Any:
+        def structure(value: Any, _: Any) -> Any:
+            if isinstance(value, kind):
+                return value
+            if not isinstance(value, str):
+                raise TypeError(f"expected a string, got {type(value).__name__}")
+            return kind(value)
+
+        return structure
+
+    for moment in (datetime.datetime, datetime.date, datetime.time):
+        converter.register_structure_hook(moment, iso(moment))
+        converter.register_unstructure_hook(moment, lambda value: value.isoformat())
+    converter.register_structure_hook(decimal.Decimal, exact)
+    converter.register_structure_hook(uuid.UUID, text_of(uuid.UUID))
+    converter.register_structure_hook_factory(lambda t: isinstance(t, type) and issubclass(t, pathlib.PurePath), text_of)
+    for written in (decimal.Decimal, uuid.UUID, pathlib.PurePath):
+        converter.register_unstructure_hook(written, str)
+
+
+def _hosts_class(cls: Any) -> bool:
+    return _schema.is_structured(cls) and not getattr(cls, "__module__", "").startswith("toolnexus.")
+
+
+def _structured_hook(converter: cattrs.Converter, cls: type) -> Any:
+    """Build ``cls`` from a dict: a ``TypedDict`` field by field (a dict, keys as given), an
+    attrs class or dataclass through cattrs; left-out ``Optional`` fields become ``None``."""
+    fields = _schema.fields_of(cls)
+    as_none = [f.name for f in fields if f.absent_is_none]
+    if _schema.is_typeddict(cls):
+        hints = {f.name: f.hint for f in fields}
+
+        def typeddict(value: Any, _: Any) -> dict[str, Any]:
+            if not isinstance(value, dict):
+                raise TypeError(f"expected an object, got {type(value).__name__}")
+            built = {key: converter.structure(item, _schema.unwrap(hints[key])) if key in hints else item for key, item in value.items()}
+            ordered = {name: built.pop(name, None) for name in hints if name in built or name in as_none}
+            return {**ordered, **built}
+
+        return typeddict
+    from cattrs.gen import make_dict_structure_fn
+
+    base: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, converter)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        if as_none:
+            value = {**{name: None for name in as_none}, **value}
+        return base(value, cls)
+
+    return structure
+
+
+def _plain_union(hint: Any) -> bool:
+    """A union cattrs cannot tell apart on its own: not ``Optional[X]``, not attrs classes only."""
+    if typing.get_origin(hint) not in (typing.Union, types.UnionType):
+        return False
+    rest = [a for a in typing.get_args(hint) if a is not type(None)]
+    return len(rest) > 1 and not all(attrs.has(a) for a in rest)
+
+
+def _union_hook(converter: cattrs.Converter, hint: Any) -> Any:
+    """The first member, in the order written, that builds from the value."""
+    members = typing.get_args(hint)
+
+    def structure(value: Any, _: Any) -> Any:
+        if value is None and type(None) in members:
+            return None
+        failures = []
+        for member in members:
+            if member is type(None):
+                continue
+            try:
+                return converter.structure(value, member)
+            except Exception as exc:  # the next member may fit
+                failures.append(exc)
+        raise TypeError(f"no member of {hint} fits {type(value).__name__}: {failures[0] if failures else ''}")
+
+    return structure
+
+
+def build(data: Any, hint: Any) -> Any:
+    """``data`` (JSON data already checked against the hint's schema) as ``hint``: dates,
+    decimals, enums, nested classes. Raises ``WireError`` naming what did not build (an
+    attrs validator or ``__post_init__`` that refused a value, say)."""
+    import cattrs
+
+    try:
+        return _converter().structure(data, hint)
+    except cattrs.BaseValidationError as exc:
+        raise WireError("; ".join(_built_problems(exc))) from exc
+    except (ConfigError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
+        raise WireError(str(exc) or type(exc).__name__) from exc
+
+
+def _built_problems(exc: Exception) -> list[str]:
+    """cattrs' errors as ``path: problem``, a refusal's own words kept (an attrs validator's
+    ``'amount' must be >= 0``)."""
+    import cattrs
+
+    found = []
+    for line in cattrs.transform_error(exc, format_exception=lambda error, _: str(error) or type(error).__name__):
+        problem, _, where = line.rpartition(" @ $")
+        where = where.lstrip(".")
+        found.append(f"{where}: {problem}" if where else problem)
+    return found
 
 
 def _strict(kind: type) -> Any:
@@ -199,6 +344,7 @@ __all__ = [
     "from_json",
     "parse_json",
     "check_json",
+    "build",
     "AgentResult",
     "HandleView",
     "RunResult",
