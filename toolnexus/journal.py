@@ -16,10 +16,12 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol
 
 import attrs
 
-from .data import Answer, ModelReply, Request, ToolCall, ToolResult, Usage
+from .data import Answer, ModelReply, Request, ToolCall, ToolResult, Usage, make_request
 from .errors import Cancelled
 from .handle import Handle, Turn
 from .record import Resume
+from .toolkit import Toolkit
+from .tools import failure, suspend
 from .wire import from_wire, to_wire
 
 
@@ -199,3 +201,60 @@ def _plain(metadata: dict[str, Any] | None) -> Any:
     if metadata is None:
         return None
     return json.loads(json.dumps(to_wire(metadata), default=str))
+
+
+# --- the replay rules the run loop applies ---------------------------------------------------
+
+IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not finish; it was not run again"
+
+RETRY_KIND = "retry"
+
+
+def apply_resume(resume: Resume | None, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], answers: dict[str, Answer]) -> str | None:
+    """Apply a resume to the step whose call halted: an ok answer goes to that call (run
+    again with ``ctx.answer``); a declined one is fed back without running it. Returns the
+    call a ``retry`` question said to run again, in doubt or not."""
+    if resume is None or resume.step != step or not any(call.id == resume.call for call in calls):
+        return None
+    request, answer = resume.request, resume.answer
+    if request.kind == RETRY_KIND:  # about running the call again, not an answer for the tool itself
+        if answer.ok:
+            return resume.call
+        kept[resume.call] = failure(IN_DOUBT.format(tool=(request.data or {}).get("tool", "the tool")))
+    elif answer.ok:
+        answers[resume.call] = answer
+    else:
+        kept[resume.call] = declined(answer, request)
+    return None
+
+
+def served(journal: Journal, toolkit: Toolkit, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], rerun: str | None = None) -> dict[str, ToolResult]:
+    """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
+    option (``rerun`` is run again whatever it says). Returns the calls that ask whether
+    to run again (``retry="ask"``)."""
+    asked: dict[str, ToolResult] = {}
+    for call_id, result in journal.tool_outcomes(step, [call.id for call in calls]).items():
+        call = next(c for c in calls if c.id == call_id)
+        if result is not None:
+            kept[call_id] = result
+            continue
+        if call_id == rerun:
+            continue
+        found = toolkit.get(call.name)
+        policy = found.retry if found is not None else "never"
+        if policy == "never":
+            kept[call_id] = failure(IN_DOUBT.format(tool=call.name))
+        elif policy == "ask":
+            question = make_request(
+                RETRY_KIND,
+                f"{call.name} was running when its process stopped and may or may not have finished. Run it again?",
+                data={"tool": call.name, "call": call_id},
+            )
+            asked[call_id] = suspend(question)
+        # "safe": left in the to-do list, run again with the same idempotency key
+    return asked
+
+
+def declined(answer: Answer | None, request: Request) -> ToolResult:
+    reason = (answer.reason if answer is not None else None) or "declined"
+    return ToolResult(output=f"{reason}: {request.prompt}", is_error=True)

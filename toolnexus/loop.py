@@ -20,16 +20,17 @@ from typing import Any, Callable, ContextManager
 import attrs
 
 from . import _jobs, budget, pricing, tracing
-from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage, make_request
+from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .engine import ModelCall, ModelEngine, WireStyle
 from .record import Resume
 from .errors import Cancelled, LLMError, UnknownRequest
 from .hooks import Hooks
-from .journal import Journal
+from . import journal
+from .journal import IN_DOUBT, RETRY_KIND, Journal, declined as _declined
 from .output import Accepted, OutputType, check_toolkit
 from .styles._usage import Once
 from .toolkit import Toolkit
-from .tools import ToolContext, failure, suspend
+from .tools import ToolContext, failure
 from ._cancel import CancelScope, TurnGate
 
 log = logging.getLogger("toolnexus")
@@ -53,7 +54,6 @@ class Engine:
         return self.model.style
 
 
-IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not finish; it was not run again"
 
 
 @attrs.frozen(kw_only=True)
@@ -365,9 +365,9 @@ def _tool_phase(
     answers = dict(answers or {})
     asked: dict[str, ToolResult] = {}
     turn = state.turns
-    rerun = _continue(spec.continues, turn, calls, kept, answers)
+    rerun = journal.apply_resume(spec.continues, turn, calls, kept, answers)
     if spec.journal is not None:
-        asked = _journaled(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
+        asked = journal.served(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
@@ -396,54 +396,6 @@ def _tool_phase(
     state.records.extend(_record(o) for o in outcomes)
     state.messages.extend(engine.style.tool_result_messages([(call.id, results[call.id]) for call in calls]))
     return None
-
-
-RETRY_KIND = "retry"
-
-
-def _continue(resume: Resume | None, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], answers: dict[str, Answer]) -> str | None:
-    """Apply a resume to the step whose call halted: an ok answer goes to that call (run
-    again with ``ctx.answer``); a declined one is fed back without running it. Returns the
-    call a ``retry`` question said to run again, in doubt or not."""
-    if resume is None or resume.step != step or not any(call.id == resume.call for call in calls):
-        return None
-    request, answer = resume.request, resume.answer
-    if request.kind == RETRY_KIND:  # about running the call again, not an answer for the tool itself
-        if answer.ok:
-            return resume.call
-        kept[resume.call] = failure(IN_DOUBT.format(tool=(request.data or {}).get("tool", "the tool")))
-    elif answer.ok:
-        answers[resume.call] = answer
-    else:
-        kept[resume.call] = _declined(answer, request)
-    return None
-
-
-def _journaled(journal: Journal, toolkit: Toolkit, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], rerun: str | None = None) -> dict[str, ToolResult]:
-    """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
-    option (``rerun`` is run again whatever it says). Returns the calls that ask whether
-    to run again (``retry="ask"``)."""
-    asked: dict[str, ToolResult] = {}
-    for call_id, result in journal.tool_outcomes(step, [call.id for call in calls]).items():
-        call = next(c for c in calls if c.id == call_id)
-        if result is not None:
-            kept[call_id] = result
-            continue
-        if call_id == rerun:
-            continue
-        found = toolkit.get(call.name)
-        policy = found.retry if found is not None else "never"
-        if policy == "never":
-            kept[call_id] = failure(IN_DOUBT.format(tool=call.name))
-        elif policy == "ask":
-            question = make_request(
-                RETRY_KIND,
-                f"{call.name} was running when its process stopped and may or may not have finished. Run it again?",
-                data={"tool": call.name, "call": call_id},
-            )
-            asked[call_id] = suspend(question)
-        # "safe": left in the to-do list, run again with the same idempotency key
-    return asked
 
 
 def _record(outcome: _Outcome) -> ToolCallRecord:
@@ -554,11 +506,6 @@ def _execute(spec: RunSpec, toolkit: Toolkit, name: str, args: Any, ctx: ToolCon
     except Exception as exc:
         log.warning("around_tool failed around tool %s", name, exc_info=True)
         return ToolResult(output=f"tool {name} failed: around_tool raised {type(exc).__name__}: {exc}", is_error=True)
-
-
-def _declined(answer: Answer | None, request: Request) -> ToolResult:
-    reason = (answer.reason if answer is not None else None) or "declined"
-    return ToolResult(output=f"{reason}: {request.prompt}", is_error=True)
 
 
 def _context(spec: RunSpec, call: ToolCall, answer: Answer | None) -> ToolContext:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import attrs
 
-from .data import AgentResult, Answer, Budget, Request
+from ._cancel import CancelScope
+from ._jobs import Job
+from .data import AgentResult, Answer, Budget, HandleView, Request
 
 IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
 
@@ -105,6 +107,50 @@ class TaskEntry:
     call: str = ""
 
 
+@attrs.define(eq=False)
+class Turn:
+    """One admitted turn: its input, its cancellation scope and the job that runs it."""
+
+    serial: int
+    input: str
+    scope: CancelScope = attrs.Factory(CancelScope)
+    job: Job | None = None
+    #: The answer a replayed turn gives its halted call (see ``record.Resume``).
+    resume: Resume | None = None
+    #: How many times the turn went on after a suspension (it names a dispatcher's message).
+    segment: int = 0
+    started: float = 0.0
+    tokens_before: int = 0
+    cost_before: float | None = None
+    #: Model calls this turn made so far, counted by the ``TurnRunner`` under its lock.
+    model_calls: int = 0
+    settling: bool = False
+    #: Its input is kept in the store already, and maybe a journal: a replay, a claimed turn.
+    kept: bool = False
+    #: Where the turn was queued, as trace-context headers (``tracing.capture``).
+    trace: dict[str, str] | None = None
+    #: A resumed turn: the span of the turn that suspended. Set by the runner when this
+    #: turn ends pending: its own span.
+    suspended_trace: dict[str, str] | None = None
+
+
+@attrs.frozen
+class Interruption:
+    """What an ``interrupt`` of one handle leaves for the runtime to do."""
+
+    #: The turn that was running here: its scope is to be cancelled.
+    cancel: Turn | None = None
+    #: The serial of the turn this interrupt ended (its slot and task children to free).
+    ended: int | None = None
+    #: A turn that was already settling: its own outcome stands, wait for it.
+    settling: Turn | None = None
+    #: The pending request to cancel (the handle was suspended on it).
+    request: str | None = None
+
+
+NOTHING_TO_INTERRUPT = Interruption()
+
+
 @attrs.define
 class HandleRecord:
     """Everything a handle is, as plain data."""
@@ -172,3 +218,20 @@ def stamp_path(request: Request, handle_id: str) -> Request:
         return request  # relayed: the deepest handle stamped it already
     data["path"] = handle_id.split("/")
     return attrs.evolve(request, data=data)
+
+
+def view_of(r: HandleRecord) -> HandleView:
+    """What ``inspect`` shows of a record."""
+    return HandleView(
+        id=r.id,
+        name=r.name,
+        state=r.state,
+        parent=r.parent,
+        children=list(r.children),
+        turns=r.turns,
+        tokens=r.tokens,
+        tool_calls=r.tool_calls,
+        inbox=len(r.inbox),
+        pending=r.pending,
+        cost=r.cost,
+    )

@@ -30,7 +30,7 @@ from .closing import Closer
 from .data import AgentResult, Answer, Budget, HandleView, Request
 from .dispatch import Dispatcher
 from .engine import ConnectionOptions, build_engine
-from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError, UnknownHandle, UnknownRequest
+from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError, UnknownHandle
 from .handle import SUSPENDED, Handle, HandleRecord
 from .hooks import HooksLike
 from .loop import Engine
@@ -40,10 +40,9 @@ from .scheduler import Scheduler
 from .store import ConversationStore
 from .task import Delegation, agent_tool
 from .tools import Tool
-from .tree import HandleTree, shown_id, valid_id
+from .tree import HandleTree
 from .turns import TurnRunner, check_priced
 from .waiting import Waiter
-from .wire import to_wire
 
 if TYPE_CHECKING:
     import requests
@@ -498,51 +497,7 @@ class Runtime:
         self._resume_chain(answer, top=None)
 
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
-        """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
-        (an ancestor answering inline) or to the root's child (the host's durable resume)."""
-        if not isinstance(answer, Answer) or not valid_id(answer.id):
-            raise UnknownRequest(f"no handle is waiting on request {shown_id(getattr(answer, 'id', answer))}")
-        origin_id = self._tree.store.parked(answer.id)
-        if origin_id is None:
-            raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
-        chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
-        above = self._tree.parent(chain[-1])
-        assert above is not None
-        path = [above, *reversed(chain)]  # lock order: ancestor before descendant
-        trace = tracing.capture()  # the resumed turns nest where the answer came in
-        jobs = []
-        with contextlib.ExitStack() as held:
-            for each in path:
-                held.enter_context(each.lock)
-            held.enter_context(self._atomic(*path))
-            # The claim, every flip and every slot commit together or not at all.
-            if self._tree.store.unpark(answer.id, "answered", to_wire(answer)) is None:
-                raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
-            for position, handle in enumerate(chain):
-                if not handle.suspended_on(answer.id):
-                    continue
-                turn = handle.resume(answer, origin=position == 0, via_idle=top is None, trace=trace)
-                above_it = path[len(chain) - 1 - position]
-                if above_it is not self.root:
-                    above_it.take_slot(None)
-                jobs.append(self._scheduler.begin(handle, turn))
-        self._dispatch(*jobs)
-
-    def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
-        chain = [origin]
-        current = origin
-        while current is not top:
-            parent = self._tree.parent(current)
-            if parent is None or parent is self.root:
-                break
-            with parent.lock:
-                parent.sync()
-                waiting = parent.suspended_on(request_id)
-            if not waiting:
-                break
-            chain.append(parent)
-            current = parent
-        return chain
+        self._dispatch(*self._scheduler.resume(answer, top))
 
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to

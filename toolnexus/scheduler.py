@@ -18,13 +18,14 @@ from concurrent.futures import Executor
 from typing import Any, Callable, ContextManager
 
 from . import _jobs, budget as budgets, tracing
-from .data import AgentResult, RunResult
+from .data import AgentResult, Answer, RunResult
 from .dispatch import Dispatching
-from .errors import Cancelled, HandleClosed, ToolnexusError
+from .errors import Cancelled, HandleClosed, ToolnexusError, UnknownRequest
 from .handle import RUNNING, SUSPENDED, Handle, Turn
 from .inbox import ancestry, render_input
-from .tree import HandleTree
+from .tree import HandleTree, shown_id, valid_id
 from .turns import TurnRunner
+from .wire import to_wire
 
 log = logging.getLogger("toolnexus")
 
@@ -274,6 +275,56 @@ class Scheduler:
                     jobs.append(self._start(sibling, wake.prompt, wake.trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
         self.dispatch(*jobs)
+
+    # --- resuming a suspended path ---------------------------------------------------------
+
+    def resume(self, answer: Answer, top: Handle | None) -> list[_jobs.Job]:
+        """Resume every handle suspended on ``answer.id`` from the asking one up to ``top``
+        (an ancestor answering inline) or to the root's child (the host's durable resume),
+        claim, flips and slots in one unit of work; the jobs that run the resumed turns."""
+        if not isinstance(answer, Answer) or not valid_id(answer.id):
+            raise UnknownRequest(f"no handle is waiting on request {shown_id(getattr(answer, 'id', answer))}")
+        origin_id = self._tree.store.parked(answer.id)
+        if origin_id is None:
+            raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
+        chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
+        above = self._tree.parent(chain[-1])
+        assert above is not None
+        path = [above, *reversed(chain)]  # lock order: ancestor before descendant
+        trace = tracing.capture()  # the resumed turns nest where the answer came in
+        jobs = []
+        with contextlib.ExitStack() as held:
+            for each in path:
+                held.enter_context(each.lock)
+            held.enter_context(self._unit(*path))
+            # The claim, every flip and every slot commit together or not at all.
+            if self._tree.store.unpark(answer.id, "answered", to_wire(answer)) is None:
+                raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
+            for position, handle in enumerate(chain):
+                if not handle.suspended_on(answer.id):
+                    continue
+                turn = handle.resume(answer, origin=position == 0, via_idle=top is None, trace=trace)
+                above_it = path[len(chain) - 1 - position]
+                if above_it is not self._root:
+                    above_it.take_slot(None)
+                jobs.append(self.begin(handle, turn))
+        return jobs
+
+    def _suspended_chain(self, origin: Handle, request_id: str, top: Handle | None) -> list[Handle]:
+        chain = [origin]
+        current = origin
+        while current is not top:
+            parent = self._tree.parent(current)
+            if parent is None or parent is self._root:
+                break
+            with parent.lock:
+                parent.sync()
+                waiting = parent.suspended_on(request_id)
+            if not waiting:
+                break
+            chain.append(parent)
+            current = parent
+        return chain
 
     # --- taking over orphaned turns (see ownership.py) ------------------------------------------
 
