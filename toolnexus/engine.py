@@ -226,15 +226,6 @@ class InProcessEngine:
         return None
 
 
-def default_api_key(style: str, base_url: str | None) -> str | None:
-    """The key from the environment for this style (OpenRouter when the URL says so)."""
-    if style == "anthropic":
-        return os.environ.get("ANTHROPIC_API_KEY")
-    if base_url and "openrouter" in base_url:
-        return os.environ.get("OPENROUTER_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    return os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENROUTER_API_KEY")
-
-
 def check_credential(what: str, value: str) -> None:
     """A header-borne credential must be sendable as it is; the message never shows it."""
     for char in value:
@@ -288,7 +279,7 @@ def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEng
     from .transport import Transport  # the HTTP stack loads only when it is used
 
     assert options.base_url is not None
-    api_key = options.api_key if options.api_key is not None else default_api_key(options.style, options.base_url)
+    api_key = options.api_key if options.api_key is not None else wire.api_key(os.environ, options.base_url)
     if api_key:
         check_credential("api_key", api_key)
     extra = dict(options.headers or {})

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import attrs
 
-from . import mcp, pricing
+from . import mcp, pricing, styles
 from .agentdef import AgentDef, check_name
 from .engine import REFUSED_PARAMS
 from .data import Budget
@@ -59,7 +59,7 @@ _AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "outpu
 _STDIO_KEYS = ("command", "env", "cwd", "timeout_s")
 _HTTP_KEYS = ("url", "headers", "timeout_s")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
-STYLES = ("openai", "anthropic")
+STYLES = styles.NAMES
 #: ``api_key_env`` may only name a variable that holds a key: upper case, ending in
 #: ``_KEY`` or ``_TOKEN`` (``OPENAI_API_KEY``, ``GROQ_API_KEY``, ``HF_TOKEN``), so a team file
 #: cannot send ``DATABASE_URL`` or ``HOME`` to its endpoint as the bearer token.

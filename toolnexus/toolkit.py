@@ -128,14 +128,15 @@ class Toolkit:
         return copy.deepcopy(self.schemas("anthropic"))
 
     def schemas(self, style: str) -> list[dict[str, Any]]:
-        """The tool list in ``style``'s wire shape, built once per toolkit (do not mutate)."""
+        """The tool list in ``style``'s wire shape (the style module renders each tool:
+        ``TOOL_SHAPES``), built once per toolkit (do not mutate)."""
         cached = self._schemas.get(style)
         if cached is None:
-            cached = self._schemas[style] = [_schema_for(style, t) for t in self._tools.values()]
+            render = TOOL_SHAPES[style]
+            cached = self._schemas[style] = [render(t) for t in self._tools.values()]
         return cached
 
 
-def _schema_for(style: str, tool: Tool) -> dict[str, Any]:
-    if style == "anthropic":
-        return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}}
+#: A wire style's name -> how it renders one tool: each style module registers its own
+#: when it is imported (``toolnexus.styles`` imports them all).
+TOOL_SHAPES: dict[str, Callable[[Tool], dict[str, Any]]] = {}

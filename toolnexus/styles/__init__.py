@@ -12,7 +12,7 @@ are normalised as they are parsed, so what a transcript keeps is valid to send b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from ..data import ModelReply, ToolCall, ToolResult
 from ..errors import ConfigError
@@ -21,6 +21,7 @@ from . import anthropic, openai
 if TYPE_CHECKING:
     from .._sse import SSEEvent
     from ..toolkit import Toolkit
+    from ..tools import Tool
 
 
 class StreamAccumulator(Protocol):
@@ -47,6 +48,8 @@ class WireStyle(Protocol):
     def system_messages(self, system: str | None) -> list[dict[str, Any]]: ...
     def user_message(self, text: str) -> dict[str, Any]: ...
     def tools_payload(self, toolkit: Toolkit) -> list[dict[str, Any]]: ...
+    def tool_schema(self, tool: Tool) -> dict[str, Any]: ...
+    def api_key(self, environ: Mapping[str, str], base_url: str | None) -> str | None: ...
     def build_body(
         self,
         model: str,
@@ -66,6 +69,9 @@ class WireStyle(Protocol):
 
 # Each module is checked against the ``WireStyle`` protocol here.
 _STYLES: dict[str, WireStyle] = {"openai": openai, "anthropic": anthropic}
+
+#: Every style's name: the one list a command line or a team file checks ``style`` against.
+NAMES: tuple[str, ...] = tuple(_STYLES)
 
 
 def get_style(name: str) -> WireStyle:

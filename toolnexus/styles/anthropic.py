@@ -8,11 +8,12 @@ message (made up from the reply when the model sent none) and an object ``input`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
-from ..toolkit import Toolkit
+from ..toolkit import TOOL_SHAPES, Toolkit
+from ..tools import Tool
 from ._stream import error_event, event_object, text_of
 from ._usage import answer_every_turn, count, output_text, unique_ids
 
@@ -45,6 +46,19 @@ def system_messages(system: str | None) -> list[dict[str, Any]]:
 
 def user_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
+
+
+def tool_schema(tool: Tool) -> dict[str, Any]:
+    """One tool as this style declares it to the model."""
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+
+
+TOOL_SHAPES["anthropic"] = tool_schema
+
+
+def api_key(environ: Mapping[str, str], base_url: str | None) -> str | None:
+    """The key from the environment."""
+    return environ.get("ANTHROPIC_API_KEY")
 
 
 def tools_payload(toolkit: Toolkit) -> list[dict[str, Any]]:

@@ -10,11 +10,12 @@ the reply when the model sent none); an assistant message is sent back with a st
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..data import ModelReply, ToolCall, ToolResult, Usage
 from ..errors import WireError
-from ..toolkit import Toolkit
+from ..toolkit import TOOL_SHAPES, Toolkit
+from ..tools import Tool
 from ._stream import error_event, event_object, text_of
 from ._usage import answer_every_turn, count, encode_arguments, output_text, unique_ids
 
@@ -41,6 +42,21 @@ def system_messages(system: str | None) -> list[dict[str, Any]]:
 
 def user_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
+
+
+def tool_schema(tool: Tool) -> dict[str, Any]:
+    """One tool as this style declares it to the model."""
+    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}}
+
+
+TOOL_SHAPES["openai"] = tool_schema
+
+
+def api_key(environ: Mapping[str, str], base_url: str | None) -> str | None:
+    """The key from the environment (OpenRouter's first when the URL says so)."""
+    if base_url and "openrouter" in base_url:
+        return environ.get("OPENROUTER_API_KEY") or environ.get("OPENAI_API_KEY")
+    return environ.get("OPENAI_API_KEY") or environ.get("OPENROUTER_API_KEY")
 
 
 def tools_payload(toolkit: Toolkit) -> list[dict[str, Any]]:
