@@ -395,6 +395,18 @@ def test_a_team_file_names_its_state(approval_team: Path) -> None:
 
 
 def test_show_of_a_state_without_the_tree_says_so(tmp_path: Path) -> None:
+    from toolnexus.state import SQLiteState
+
+    SQLiteState(tmp_path / "empty.db").close()
     proc = toolnexus_cmd("show", "--state", str(tmp_path / "empty.db"), "--runtime-id", "nothing")
     assert proc.returncode == 2
     assert "no tree 'nothing'" in proc.stdout
+
+
+@pytest.mark.parametrize("command", [["show"], ["prune", "--older-than", "1d"], ["backup", "copy.db"]])
+def test_a_state_file_that_does_not_exist_is_an_error_and_is_not_created(tmp_path: Path, command: list[str]) -> None:
+    missing = tmp_path / "typo.db"
+    proc = toolnexus_cmd(command[0], "--state", str(missing), *command[1:])
+    assert proc.returncode == 1
+    assert "no state file" in proc.stderr and str(missing) in proc.stderr
+    assert not missing.exists()

@@ -1,4 +1,5 @@
-"""The ``toolnexus`` command: ``demo``, ``run TEAM.toml "prompt"``, ``answer``, ``show`` and ``--version``.
+"""The ``toolnexus`` command: ``demo``, ``run TEAM.toml "prompt"``, ``answer``, ``retry``,
+``show``, ``prune``, ``backup`` and ``--version`` (the stored-tree commands live in ``clistate``).
 
 Standard library only (``argparse``, ``tomllib``). The live tree and the approval prompts
 live in ``console``; team files are read and checked by ``teamfile``.
@@ -9,11 +10,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
 import sys
 from typing import IO, Any, Callable, Sequence
 
-from . import __version__
+from . import __version__, clistate
 from .console import Approver, LiveTree, dollars, tree_lines
 from .data import AgentResult, Answer, Request, make_answer
 from .errors import ToolnexusError, UnknownRequest
@@ -25,10 +25,13 @@ __all__ = ["main", "load_team", "Team", "TeamFileError", "LiveTree", "Approver",
 EXIT_DONE, EXIT_ERROR, EXIT_UNFINISHED = 0, 1, 2
 
 
-def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], Answer] | None, tree: LiveTree) -> AgentResult:
+def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], Answer] | None, tree: LiveTree, *, keep_failed: bool = False) -> AgentResult:
     """Run ``entry`` on ``prompt``; answer each pending request with ``approver`` and wait
-    for the team to settle again. Without an approver a pending result is returned as is."""
-    result = rt.run_agent(entry, prompt)
+    for the team to settle again. Without an approver a pending result is returned as is;
+    with ``keep_failed`` a failed run stays open too, for ``toolnexus retry``."""
+    handle = rt.spawn(rt.root, entry)
+    rt.wake(handle, prompt)
+    result = rt.wait(handle)
     while result.status == "pending" and result.pending is not None and approver is not None:
         tree.pause()
         try:
@@ -36,9 +39,9 @@ def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], An
         finally:
             tree.unpause()
         rt.resume(answer)
-        result = rt.wait(result.handle_id)
-    if result.status != "pending":
-        rt.close(result.handle_id)
+        result = rt.wait(handle)
+    if result.status != "pending" and not (keep_failed and result.status == "error"):
+        rt.close(handle)
     return result
 
 
@@ -83,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
             group.add_argument("--no-input", action="store_true", help="never ask: a run that needs an answer stops pending (exit 2)")
         command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
 
+    def connection(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--base-url", help="model endpoint (overrides [connection] base_url)")
+        command.add_argument("--model", help="model name (overrides [connection] model)")
+        command.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
+
     demo = commands.add_parser(
         "demo",
         help="run a scripted team offline: delegation in parallel and an approval",
@@ -104,9 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("team", metavar="TEAM.toml")
     run.add_argument("prompt", metavar="PROMPT")
-    run.add_argument("--base-url", help="model endpoint (overrides [connection] base_url)")
-    run.add_argument("--model", help="model name (overrides [connection] model)")
-    run.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
+    connection(run)
     run.add_argument("--entry", help="the agent to run (overrides entry)")
     run.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
     run.add_argument("--state", metavar="FILE", help="keep the run in this SQLite file (or postgresql:// URL), so a pending run outlives the command (overrides [state] path)")
@@ -124,15 +130,23 @@ def _parser() -> argparse.ArgumentParser:
     decision = answer.add_mutually_exclusive_group(required=True)
     decision.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve the request")
     decision.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline the request")
-    answer.add_argument("--base-url", help="model endpoint (overrides [connection] base_url)")
-    answer.add_argument("--model", help="model name (overrides [connection] model)")
-    answer.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
+    connection(answer)
     answer.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
     answer.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
 
-    show = commands.add_parser("show", help="print a stored tree and its open requests", description="Print every handle of a stored tree (id, state, turns, tokens) and the requests waiting for an answer.")
-    show.add_argument("--state", metavar="FILE", required=True, help="the SQLite file (or postgresql:// URL) to read")
-    show.add_argument("--runtime-id", default="default", help="which tree of the state (default: default)")
+    retry = commands.add_parser(
+        "retry",
+        help="try a run that failed (the model down, a commit failed) again, from what it recorded",
+        description="Try the failed last turn of HANDLE (printed by run or answer) again: recorded model replies are not asked again "
+        "and finished tool calls, an approved one included, are not run again. Exit status as for run.",
+    )
+    retry.add_argument("team", metavar="TEAM.toml")
+    retry.add_argument("handle", metavar="HANDLE")
+    retry.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
+    connection(retry)
+    retry.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
+    retry.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+    clistate.add_commands(commands)
     return parser
 
 
@@ -146,10 +160,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return _demo(args)
-        if args.command == "show":
-            return _show(args)
+        if args.command in ("show", "prune", "backup"):
+            command: Callable[[argparse.Namespace], int] = getattr(clistate, args.command)
+            return command(args)
         if args.command == "answer":
             return _answer(args)
+        if args.command == "retry":
+            return _retry(args)
         return _run(args)
     except ToolnexusError as exc:
         sys.stderr.write(f"toolnexus: error: {exc}\n")
@@ -183,7 +200,8 @@ def _run(args: argparse.Namespace) -> int:
         rt = Runtime(team.registry, **options)
         display = sys.stderr if args.json else sys.stdout
         approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
-        return _execute(rt, lambda tree: drive(rt, entry, args.prompt, approver, tree), display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
+        work = lambda tree: drive(rt, entry, args.prompt, approver, tree, keep_failed=bool(state))  # noqa: E731
+        return _execute(rt, work, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
 
 
 def _answer(args: argparse.Namespace) -> int:
@@ -191,7 +209,7 @@ def _answer(args: argparse.Namespace) -> int:
         state = args.state or team.state
         if not state:
             raise TeamFileError(f"no state to answer from: give --state FILE or set [state] path in {args.team}")
-        rt = Runtime(team.registry, **_connection_options(args, team), state=state)
+        rt = Runtime(team.registry, **_connection_options(args, team), state=clistate.existing_state(state))
         try:
             request = next((r for r in rt.open_requests() if r.id == args.request_id), None)
             if request is None:
@@ -205,36 +223,45 @@ def _answer(args: argparse.Namespace) -> int:
         display = sys.stderr if args.json else sys.stdout
 
         def continued(tree: LiveTree) -> AgentResult:
-            rt.resume(answer)
-            result = rt.wait(top)
-            if result.status != "pending":
-                rt.close(top)
-            return result
+            rt.resume(answer)  # a continuation that fails keeps the answer applied: retry goes on from there
+            return _settled(rt, top)
 
-        return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=(args.team, state))
+        return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
 
 
-def _show(args: argparse.Namespace) -> int:
-    from .state import open_state
-    from .stored import StoredTree, stored_views
+def _retry(args: argparse.Namespace) -> int:
+    with contextlib.closing(load_team(args.team)) as team:
+        state = args.state or team.state
+        if not state:
+            raise TeamFileError(f"no state to retry from: give --state FILE or set [state] path in {args.team}")
+        rt = Runtime(team.registry, **_connection_options(args, team), state=clistate.existing_state(state))
+        top = "/".join(args.handle.split("/")[:2])
+        display = sys.stderr if args.json else sys.stdout
 
-    store = open_state(args.state)
-    try:
-        tree = StoredTree(store, args.runtime_id)
-        views = stored_views(tree)
-        out = sys.stdout
-        if not views:
-            out.write(f"no tree {args.runtime_id!r} in {args.state}\n")
-            return EXIT_UNFINISHED
-        out.write("\n".join(tree_lines(views)) + "\n")
-        requests = tree.open_requests()
-        out.write(f"\nopen requests: {len(requests)}\n")
-        for request in requests:
-            out.write(f"  {request.id}  {request.kind}  {request.prompt}  (at {'/'.join((request.data or {}).get('path', []))})\n")
-        out.flush()
-        return EXIT_DONE
-    finally:
-        store.close()
+        def retried(tree: LiveTree) -> AgentResult:
+            rt.retry(args.handle)  # a task call it retries tries its failed child again too
+            if top != args.handle:
+                rt.wait(args.handle)
+                if rt.wait(top).status == "error":
+                    rt.retry(top)  # the turn above goes on from the task call that waited for it
+            return _settled(rt, top)
+
+        return _execute(rt, retried, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+
+
+def _settled(rt: Runtime, top: str) -> AgentResult:
+    """Wait for the run's top handle; close it unless it waits for an answer or can be retried."""
+    result = rt.wait(top)
+    if result.status not in ("pending", "error"):
+        rt.close(top)
+    return result
+
+
+class _Hint:
+    """What a printed follow-up command needs: the team file, the state, the connection flags."""
+
+    def __init__(self, args: argparse.Namespace, state: str | None) -> None:
+        self.team, self.state, self.flags = args.team, state, clistate.connection_flags(args)
 
 
 def _connection_options(args: argparse.Namespace, team: Team) -> dict[str, Any]:
@@ -269,11 +296,11 @@ def _execute(
     *,
     show_tree: bool,
     as_json: bool = False,
-    resume_hint: tuple[str, str | None] | None = None,
+    resume_hint: _Hint | None = None,
 ) -> int:
     from .wire import to_json
 
-    durable = resume_hint is not None and resume_hint[1] is not None
+    durable = resume_hint is not None and resume_hint.state is not None
     try:
         with LiveTree(rt, display, enabled=show_tree) as tree:
             result = work(tree)
@@ -284,9 +311,8 @@ def _execute(
             _summary(rt, result, display)
         if result.status == "error":
             sys.stderr.write(f"toolnexus: the run failed: {result.text}\n")
-        if durable and result.status == "pending" and result.pending is not None:
-            assert resume_hint is not None
-            _answer_hint(result.pending, resume_hint[0], str(resume_hint[1]), display)
+        if durable and resume_hint is not None:
+            _follow_up(result, resume_hint, display)
         return _exit_code(result)
     finally:
         if durable:
@@ -295,7 +321,10 @@ def _execute(
             rt.close(rt.root, force=True)
 
 
-def _answer_hint(request: Request, team: str, state: str, out: IO[str]) -> None:
-    out.write(f"\nwaiting for an answer:\n  id:     {request.id}\n  kind:   {request.kind}\n  prompt: {request.prompt}\n")
-    out.write(f"answer it with:\n  toolnexus answer {shlex.quote(team)} {request.id} --state {shlex.quote(state)} --yes   (or --no)\n")
-    out.flush()
+def _follow_up(result: AgentResult, hint: _Hint, out: IO[str]) -> None:
+    """Print the command that continues a run the state keeps: an answer, or a retry."""
+    assert hint.state is not None
+    if result.status == "pending" and result.pending is not None:
+        clistate.answer_hint(result.pending, hint.team, hint.state, hint.flags, out)
+    elif result.status == "error" and result.handle_id:
+        clistate.retry_hint(result.handle_id, hint.team, hint.state, hint.flags, out)

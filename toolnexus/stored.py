@@ -374,7 +374,7 @@ class StoredTree:
             stack.extend(reversed([child for child in record.children if child in records]))
         return views
 
-    def prune(self, tree: HandleTree, before: float) -> list[str]:
+    def prune(self, tree: HandleTree | None, before: float) -> list[str]:
         rows = self.store.execute(
             "SELECT h.id FROM tn_handles h WHERE h.runtime_id = ? AND h.state = 'closed' AND h.updated_at < ? AND h.id <> ?"
             " AND NOT EXISTS (SELECT 1 FROM tn_handles p WHERE p.runtime_id = h.runtime_id AND p.id = h.parent_id AND p.state = 'running')",
@@ -387,7 +387,8 @@ class StoredTree:
             with self.store.transaction():  # each batch whole: a row with its events, journal, transcript
                 for table, column, extra in _PRUNED:
                     self.store.execute(f"DELETE FROM {table} WHERE runtime_id = ? AND {column} IN ({marks}){extra}", (self.runtime_id, *batch))
-        tree.forget(ids)
+        if tree is not None:
+            tree.forget(ids)
         return ids
 
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:

@@ -128,7 +128,7 @@ class TreeStore(Protocol):
         """``handles()``: the live handles and at most ``keep_closed`` most recently closed
         ones, root first, then pre-order; the cost follows what it lists, not the history."""
 
-    def prune(self, tree: HandleTree, before: float) -> list[str]:
+    def prune(self, tree: HandleTree | None, before: float) -> list[str]:
         """Delete closed handles (with their events, transcripts, journal and answered
         requests) that closed before ``before`` (``time.time()``), except any a live handle
         may still need; their ids."""
@@ -294,8 +294,8 @@ class MemoryTree:
                 views.append(handle.view())
         return views
 
-    def prune(self, tree: HandleTree, before: float) -> list[str]:
-        return [handle.id for handle in tree.drop_closed(before)]
+    def prune(self, tree: HandleTree | None, before: float) -> list[str]:
+        return [handle.id for handle in tree.drop_closed(before)] if tree is not None else []
 
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return _Solo()
