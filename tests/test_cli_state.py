@@ -101,3 +101,24 @@ def test_prune_and_backup_on_the_command_line(ops, tmp_path):
     pruned = cli("prune", "--state", state, "--older-than", "0s")
     assert re.match(r"pruned 3 closed handle\(s\)", pruned.stdout), pruned.stderr
     assert cli("backup", "--state", state, str(copy)).returncode == 1  # never over an existing file
+
+
+def test_ctrl_c_during_a_run_exits_130(tmp_path):
+    import signal
+    import time
+
+    from toolnexus.testing import ScriptedLLMServer as Server
+
+    def slow(body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(5)  # the scenario: a model call that is in flight when the user presses Ctrl-C
+        return text_completion(body, "late")
+
+    with Server(slow) as server:
+        team = tmp_path / "slow.toml"
+        team.write_text(f'entry = "a"\n[connection]\nbase_url = "{server.base_url}"\nmodel = "m"\n[agents.a]\ndoes = "waits"\n')
+        proc = subprocess.Popen([sys.executable, "-m", "toolnexus", "run", str(team), "hi", "--no-tree"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)  # the scenario: the run is under way
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
