@@ -203,7 +203,67 @@ def raw_format(options: dict[str, Any], style: str, params: dict[str, Any], runs
     return Outcome(True, turns, tokens, f"valid={valid}/{runs} tool_called={called}/{runs} (for comparison)")
 
 
+def resume_once(options: dict[str, Any], style: str, params: dict[str, Any], runs: int = 3, state: str | None = None) -> Outcome:
+    """An editor delegates to a writer whose ``publish`` tool needs an approval; after the
+    approval nothing already answered may be asked again: one writer, one publish, and the
+    editor's model not asked at all (its one step is spent; a replay would ask it again,
+    and at a high temperature write a new ``task`` prompt: a second writer, a second
+    approval, a second publish)."""
+    lock = threading.Lock()
+    published: list[str] = []
+    asked: dict[str, int] = {}
+
+    def publish(args: dict[str, Any], ctx: Any) -> Any:
+        if ctx.answer is None:
+            return suspend(make_request("approval", f"Publish {args.get('title', 'the note')!r}?"))
+        with lock:
+            published.append(str(args.get("title")))
+        return f"published {args.get('title')}"
+
+    def counting(name: str) -> dict[str, Any]:
+        def before_llm(**_: Any) -> None:
+            with lock:
+                asked[name] = asked.get(name, 0) + 1  # only calls sent to the server: a served reply is not counted
+
+        return {"before_llm": before_llm}
+
+    schema = {"type": "object", "properties": {"title": {"type": "string"}, "text": {"type": "string"}}, "required": ["title", "text"]}
+    registry = {
+        # Each agent's one step is a forced call (small local servers call tools only when
+        # tool_choice names one): the editor delegates, the writer publishes.
+        "editor": AgentDef("editor", "Edits the release notes", soul="Delegate the note to the writer with the task tool.", team=["writer"],
+                           budget=Budget(max_turns=1), hooks=counting("editor"), request_params={"tool_choice": forced(style, "task")}),
+        "writer": AgentDef("writer", "Writes a short note and publishes it", soul="Publish the note with the publish tool.",
+                           tools=[Tool("publish", "Publish a note (a person approves it first)", schema, publish)], budget=Budget(max_turns=1),
+                           hooks=counting("writer"), request_params={"tool_choice": forced(style, "publish")}),
+    }
+    lines, ok = [], 0
+    for run in range(runs):
+        published.clear()
+        asked.clear()
+        extra = {"state": state, "runtime_id": f"resume-once-{os.getpid()}-{run}"} if state else {}
+        with Runtime(registry, **options, request_params={**params}, **extra) as rt:
+            first = rt.run_agent("editor", "Announce toolnexus 0.2: it streams, types its output and speaks MCP.")
+            if first.status != "pending":
+                lines.append(f"run {run + 1}: {first.status}, no approval asked ({first.text[:80]!r})")
+                continue
+            before = dict(asked)
+            rt.resume(make_answer(first.pending.id, True))  # type: ignore[union-attr]
+            final = rt.wait(first.handle_id)
+            writers = len(rt.inspect(first.handle_id).children)
+            again = rt.open_requests()
+            editor_after = asked.get("editor", 0) - before.get("editor", 0)
+            good = writers == 1 and len(published) == 1 and not again and editor_after == 0 and final.turns == 1
+            ok += good
+            lines.append(f"run {run + 1}: {final.status} writers={writers} published={len(published)} approvals_again={len(again)} editor_calls_after_resume={editor_after} editor_turns={final.turns}")
+            if again:
+                rt.close(first.handle_id, force=True)
+    print("\n".join(f"    {line}" for line in lines), flush=True)
+    return Outcome(ok == len([line for line in lines if "no approval" not in line]) and ok > 0, 0, 0, f"{ok} of {runs} runs kept one writer, one publish, no second approval")
+
+
 SCENARIOS: dict[str, Callable[..., Outcome]] = {
+    "resume-once": resume_once,
     "tool-loop": tool_loop,
     "team": team,
     "suspend-resume": suspend_resume,
@@ -223,18 +283,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=256, help="max_tokens per reply (default 256; keep it below the context size)")
     parser.add_argument("--timeout-ms", type=int, default=300_000, help="bound on one model exchange")
     parser.add_argument("--only", choices=sorted(SCENARIOS), action="append", help="run only this scenario (repeatable)")
-    parser.add_argument("--typed-runs", type=int, default=3, help="runs of the typed-output (and raw-format) scenario (default 3)")
+    parser.add_argument("--typed-runs", type=int, default=3, help="runs of the typed-output (and raw-format, resume-once) scenario (default 3)")
+    parser.add_argument("--temperature", type=float, help="sampling temperature sent with every request")
+    parser.add_argument("--state", help="resume-once: keep the tree in this SQLite file (or postgresql:// URL)")
     parser.add_argument("--response-format", choices=("json_schema", "json_object"), default="json_schema",
                         help="raw-format's response_format shape: json_schema (OpenAI, vLLM) or json_object with a schema (llama-cpp-python)")
     args = parser.parse_args(argv)
     options: dict[str, Any] = {"base_url": args.base_url, "model": args.model, "style": args.style, "timeout_ms": args.timeout_ms, "retries": 1}
     if args.api_key_env:
         options["api_key"] = os.environ[args.api_key_env]
-    params = {"max_tokens": args.max_tokens}
+    params: dict[str, Any] = {"max_tokens": args.max_tokens}
+    if args.temperature is not None:
+        params["temperature"] = args.temperature
     failures = 0
     for name in args.only or DEFAULT:
         started = time.perf_counter()
-        extra: dict[str, Any] = {"runs": args.typed_runs} if name in ("typed-output", "raw-format") else {}
+        extra: dict[str, Any] = {"runs": args.typed_runs} if name in ("typed-output", "raw-format", "resume-once") else {}
+        if name == "resume-once" and args.state:
+            extra["state"] = args.state
         if name == "raw-format":
             extra["shape"] = args.response_format
         try:

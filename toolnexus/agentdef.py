@@ -14,11 +14,12 @@ from typing import Any, Callable, Iterable, Mapping
 import attrs
 
 from .data import Answer, Budget, Request
-from .errors import ConfigError
+from .errors import ConfigError, WireError
 from .hooks import HooksLike
 from .output import FINAL_RESULT, output_type
 from .toolkit import as_tools
 from .tools import Tool
+from .wire import check_json
 
 log = logging.getLogger("toolnexus")
 
@@ -26,6 +27,20 @@ log = logging.getLogger("toolnexus")
 def _tools(tools: Any) -> tuple[Tool, ...]:
     """Tools, plain functions (made tools with ``@tool``'s rules) or a ``Toolkit``."""
     return tuple(as_tools(tools))
+
+
+def _params(instance: AgentDef, field: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise ConfigError(f"agent {instance.name!r}: request_params must be a dict")
+    refused = [key for key in ("messages", "tools", "stream") if key in value]
+    if refused:
+        raise ConfigError(f"agent {instance.name!r}: request_params may not set {', '.join(refused)}")
+    try:
+        check_json(value, f"agent {instance.name!r}: request_params")
+    except WireError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _typed(instance: AgentDef, field: attrs.Attribute[Any], value: Any) -> None:
@@ -75,6 +90,9 @@ class AgentDef:
     #: An attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict: the agent's turns
     #: end with a value of it (typed output).
     output: Any = attrs.field(default=None, kw_only=True, validator=_typed)
+    #: Request parameters for this agent's model calls (``temperature``, a ``tool_choice``
+    #: that names one of its tools...), merged over the runtime's.
+    request_params: dict[str, Any] | None = attrs.field(default=None, kw_only=True, validator=_params)
 
     def __attrs_post_init__(self) -> None:
         if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):

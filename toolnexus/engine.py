@@ -65,6 +65,8 @@ class ModelCall:
     #: 1 for the first retry); the text handed to ``on_text`` so far belongs to the failed
     #: attempt and is to be dropped.
     on_retry: Callable[[int, str], None] | None = None
+    #: An agent's own ``request_params``, merged over the client's or runtime's (they win).
+    request_params: Mapping[str, Any] | None = None
 
 
 class ModelEngine(Protocol):
@@ -123,7 +125,8 @@ class HttpEngine:
         return self._style
 
     def complete(self, call: ModelCall) -> ModelReply:
-        body = self._style.build_body(call.model, call.messages, call.tools, call.system, self._params)
+        params = {**(self._params or {}), **call.request_params} if call.request_params else self._params
+        body = self._style.build_body(call.model, call.messages, call.tools, call.system, params)
         if call.on_text is not None:
             return self._streamed(body, call, call.on_text)
         data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)

@@ -84,6 +84,8 @@ class RunSpec:
     call_key: Callable[[str], str] | None = None
     #: A run replayed from its journal to continue a suspension: the answer its halted call gets.
     continues: Resume | None = None
+    #: Request parameters of this run's agent, over the engine's own.
+    request_params: dict[str, Any] | None = None
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
     price: pricing.Price | None = None
@@ -305,7 +307,16 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     try:
         with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
             reply = engine.model.complete(
-                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate, while_waiting=while_waiting)
+                ModelCall(
+                    model=spec.model,
+                    system=spec.system,
+                    messages=state.messages,
+                    tools=tools,
+                    scope=spec.scope,
+                    gate=spec.gate,
+                    while_waiting=while_waiting,
+                    request_params=spec.request_params,
+                )
             )
             traced.reply(reply)
     except (LLMError, Cancelled):

@@ -55,7 +55,7 @@ class Team:
 
 _TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
-_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output")
+_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output", "request_params")
 _STDIO_KEYS = ("command", "env", "cwd", "timeout_s")
 _HTTP_KEYS = ("url", "headers", "timeout_s")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
@@ -253,6 +253,7 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
             name,
             does,
             soul=spec.get("soul", ""),
+            request_params=spec.get("request_params"),
             model=spec.get("model", "inherit"),
             team=tuple(team),
             budget=budget,

@@ -177,6 +177,7 @@ class TurnRunner:
             handle_id=handle.id,
             journal=self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn)),
             call_key=call_key(self._nonce, handle.id, turn.serial),
+            request_params=definition.request_params,
             continues=turn.resume,
             around_tool=self._around_tool,
             trace=self.trace,
