@@ -249,6 +249,14 @@ def test_an_approval_asked_by_one_worker_is_answered_by_another(database, server
     assert server.post("/answers/", {"id": pending["id"], "ok": True}).status_code == 404
 
 
+def test_an_answer_with_a_bad_id_or_a_deep_body_is_a_client_error_not_a_500(database, servers):
+    server = servers(database, workers=1)
+    lone = server.post("/answers/", {"id": "req_\ud800", "ok": True})
+    assert lone.status_code in (400, 404), lone.text
+    deep = requests.post(server.base + "/answers/", data="[" * 5000 + "]" * 5000, headers={"Content-Type": "application/json"}, timeout=30)
+    assert deep.status_code == 400, deep.text
+
+
 def test_concurrent_answers_to_one_request_resume_the_run_once(database, servers):
     server = servers(database, workers=2)
     order = server.new_order("90.00")

@@ -18,7 +18,6 @@ Every response names the process that served it (``X-Served-By``: its pid). The 
 
 from __future__ import annotations
 
-import json
 import os
 from decimal import Decimal
 from typing import Any
@@ -31,7 +30,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from toolnexus import AgentResult, Answer, Request, UnknownRequest, WireError
 from toolnexus.django import approvals, runtime
-from toolnexus.wire import from_wire, to_wire
+from toolnexus.wire import from_wire, parse_json, to_wire
 
 from .models import Complaint, Order
 
@@ -59,7 +58,8 @@ def file_complaint(request: HttpRequest) -> JsonResponse:
 def answer(request: HttpRequest) -> JsonResponse:
     try:
         given = from_wire(Answer, _json(request))
-    except WireError as exc:
+        given.id.encode("utf-8")  # an id that is not text (a lone surrogate) matches no request
+    except (WireError, UnicodeEncodeError) as exc:
         return _response({"error": str(exc)}, status=400)
     with transaction.atomic():
         complaint = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting").first()
@@ -142,8 +142,10 @@ def _response(body: dict[str, Any], status: int = 200) -> JsonResponse:
 
 
 def _json(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object, or ``{}`` (which every view refuses with 400): strict, so
+    NaN or a body nested past 64 levels is refused too, never a 500."""
     try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
+        body = parse_json(request.body or b"{}", what="request body")
+    except WireError:
         return {}
     return body if isinstance(body, dict) else {}
