@@ -285,8 +285,9 @@ class Handle:
                 self.changed.notify_all()
 
     def mark_settling(self, turn: Turn, owner: str) -> bool:
-        """Claim the right to publish ``turn``'s outcome; false when an interrupt took it."""
-        self.sync()  # nothing is written: the outcome is published in the next change
+        """Claim the right to publish ``turn``'s outcome; false when an interrupt took it.
+        (Another process's interrupt or takeover is seen inside the unit that commits the
+        outcome, which reads the row and checks the owner again.)"""
         if self.turn is not turn:
             return False
         if not self.owned_by(owner):

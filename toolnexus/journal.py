@@ -94,8 +94,14 @@ class TurnJournal:
     together with its ledger charge, fenced by the turn's owner (a process whose turn was
     taken over cannot record anything more)."""
 
-    def __init__(self, handle: Handle, turn: Turn, rows: JournalRows, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> None:
+    def __init__(
+        self, handle: Handle, turn: Turn, rows: JournalRows, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None], *, defer_final: bool = False
+    ) -> None:
         self._handle = handle
+        #: A final reply (no tool calls) waits to commit with the turn's outcome: one commit
+        #: fewer per turn. Not under a money cap, whose gate must see every charge at once.
+        self._defer_final = defer_final
+        self._deferred: tuple[int, dict[str, Any], Usage] | None = None
         self._counted = counted  # one model call of the turn (asked now, or served again)
         self._serial = turn.serial
         self._rows = rows
@@ -138,11 +144,40 @@ class TurnJournal:
             "truncated": reply.truncated,
         }
         self._counted()
+        if self._defer_final and not reply.tool_calls:
+            self._deferred = (step, payload, reply.usage)  # committed with the outcome (or before the next call)
+            return
         with self._ledger() as chain:
-            self._put("model", step, "", "done", payload)
-            self._handle.charge_model_call()
-            for each in chain:
-                each.charge_usage(reply.usage)
+            self._charge(chain, step, payload, reply.usage)
+
+    def _charge(self, chain: list[Handle], step: int, payload: dict[str, Any], usage: Usage) -> None:
+        self._put("model", step, "", "done", payload)
+        self._handle.charge_model_call()
+        for each in chain:
+            each.charge_usage(usage)
+
+    @property
+    def deferred(self) -> Usage | None:
+        """The usage of a final reply not committed yet (it counts in the turn's result)."""
+        return self._deferred[2] if self._deferred is not None else None
+
+    def deferred_chain(self) -> list[Handle] | None:
+        """The handles a deferred reply charges (the handle, then its ancestors), or None."""
+        return list(self._lineage(self._handle)) if self._deferred is not None else None
+
+    def write_deferred(self, chain: list[Handle]) -> None:
+        """Commit the deferred reply with its charge, in the caller's unit of work (the
+        chain's locks held, root first): the turn's outcome commits with it."""
+        if self._deferred is not None:
+            step, payload, usage = self._deferred
+            self._deferred = None
+            self._charge(chain, step, payload, usage)
+
+    def flush(self) -> None:
+        """Commit a deferred reply now (another model call of the turn comes first)."""
+        if self._deferred is not None:
+            with self._ledger() as chain:
+                self.write_deferred(chain)
 
     def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
         found: dict[str, ToolResult | None] = {}

@@ -10,6 +10,8 @@ record: the tree store keeps it beside the record, by turn serial and segment.
 from __future__ import annotations
 
 
+from typing import Any
+
 import attrs
 
 from ._cancel import CancelScope
@@ -132,6 +134,8 @@ class Turn:
     #: A resumed turn: the span of the turn that suspended. Set by the runner when this
     #: turn ends pending: its own span.
     suspended_trace: dict[str, str] | None = None
+    #: Where the running turn records its steps (``journal.TurnJournal``), set when it runs.
+    journal: Any = None
 
 
 @attrs.frozen

@@ -142,6 +142,12 @@ class Scheduler:
     # --- run and settle -------------------------------------------------------------------------
 
     def run(self, handle: Handle, turn: Turn) -> None:
+        try:
+            self._run(handle, turn)
+        finally:
+            turn.journal = None  # it refers back to the turn: let both go with the run
+
+    def _run(self, handle: Handle, turn: Turn) -> None:
         started = time.perf_counter()
         error: str | None = None
         try:
@@ -205,10 +211,18 @@ class Scheduler:
         if not pending:
             self._before_settle(handle, turn.serial, failed)
         saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
-        with saving as save, handle.lock, self._unit(handle):
+        # A final reply still to commit charges the chain: its locks too, root first.
+        chain = turn.journal.deferred_chain() if turn.journal is not None else None
+        held = list(reversed(chain)) if chain else [handle]
+        with saving as save, contextlib.ExitStack() as locked:
+            for each in held:
+                locked.enter_context(each.lock)
+            locked.enter_context(self._unit(*held))
             if not handle.owned_by(self.owner):  # interrupted or taken over by another process meanwhile
                 handle.lose(turn)
                 return False
+            if chain:
+                turn.journal.write_deferred(chain)
             save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
             if pending:
                 suspended = handle.suspend(turn, result, self._turns.halted_call(run))

@@ -50,7 +50,9 @@ _SCHEMA = [
         pending_id TEXT, body TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (runtime_id, id))""",
     """CREATE INDEX IF NOT EXISTS tn_handles_children ON tn_handles (runtime_id, parent_id, spawn_no)""",
-    """CREATE INDEX IF NOT EXISTS tn_handles_pending ON tn_handles (runtime_id, pending_id)""",
+    # Partial indexes: a handle's entry changes when it starts or stops waiting on a request,
+    # opens or closes, not on every write of its row.
+    """CREATE INDEX IF NOT EXISTS tn_handles_pending ON tn_handles (runtime_id, pending_id) WHERE pending_id IS NOT NULL""",
     """CREATE TABLE IF NOT EXISTS tn_requests (
         runtime_id TEXT NOT NULL, request_id TEXT NOT NULL, handle_id TEXT NOT NULL,
         status TEXT NOT NULL, request TEXT NOT NULL, answer TEXT,
@@ -61,7 +63,8 @@ _SCHEMA = [
         body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     """CREATE INDEX IF NOT EXISTS tn_events_rt ON tn_events (runtime_id, seq)""",
     """CREATE INDEX IF NOT EXISTS tn_events_handle ON tn_events (runtime_id, handle_id)""",
-    """CREATE INDEX IF NOT EXISTS tn_handles_state ON tn_handles (runtime_id, state, updated_at)""",
+    """CREATE INDEX IF NOT EXISTS tn_handles_live ON tn_handles (runtime_id, id) WHERE state <> 'closed'""",
+    """CREATE INDEX IF NOT EXISTS tn_handles_closed ON tn_handles (runtime_id, updated_at) WHERE state = 'closed'""",
     """CREATE INDEX IF NOT EXISTS tn_requests_open ON tn_requests (runtime_id, status, created_at)""",
     """CREATE TABLE IF NOT EXISTS tn_journal (
         runtime_id TEXT NOT NULL, handle_id TEXT NOT NULL, serial INTEGER NOT NULL, segment INTEGER NOT NULL,

@@ -241,8 +241,8 @@ class StoredTree:
     def forget_turn(self, handle_id: str, serial: int) -> None:
         self.store.execute("DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ?", (self.runtime_id, handle_id, serial))
 
-    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> journal.TurnJournal:
-        return journal.TurnJournal(handle, turn, self, lineage, owner, counted)
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None], *, defer_final: bool = False) -> journal.TurnJournal:
+        return journal.TurnJournal(handle, turn, self, lineage, owner, counted, defer_final=defer_final)
 
     @contextlib.contextmanager
     def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> Iterator[Callable[[], None]]:
@@ -351,7 +351,7 @@ class StoredTree:
 
     def listing(self, tree: HandleTree, keep_closed: int) -> list[HandleView]:
         rows = self.store.execute(
-            "SELECT id, parent_id, spawn_no, version, body FROM tn_handles WHERE runtime_id = ? AND state IN ('idle', 'running', 'suspended')"
+            "SELECT id, parent_id, spawn_no, version, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed'"
             " UNION ALL SELECT * FROM (SELECT id, parent_id, spawn_no, version, body FROM tn_handles"
             " WHERE runtime_id = ? AND state = 'closed' ORDER BY updated_at DESC LIMIT ?) recent",
             (self.runtime_id, self.runtime_id, keep_closed),
@@ -427,7 +427,7 @@ class StoredTree:
     def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]:
         """``(handle id, owner, queued at)`` of every running turn (of ``parent_id``'s
         children only, when given), deepest first."""
-        sql = "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state = 'running'"
+        sql = "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed' AND state = 'running'"  # the first term lets the live index serve it
         params: tuple[str, ...] = (self.runtime_id,)
         if parent_id is not None:
             sql, params = sql + " AND parent_id = ?", (self.runtime_id, parent_id)

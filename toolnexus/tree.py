@@ -87,7 +87,7 @@ class TreeStore(Protocol):
     def forget_turn(self, handle_id: str, serial: int) -> None:
         """The turn settled or was dropped: nothing will replay it."""
 
-    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> Any:
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None], *, defer_final: bool = False) -> Any:
         """The turn's journal (``loop.Journal``), or ``None`` when nothing outlives the process."""
 
     def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> ContextManager[Callable[[], None]]:
@@ -227,8 +227,8 @@ class MemoryTree:
         with self._lock:
             self._journal.pop((handle_id, serial), None)
 
-    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None]) -> Any:
-        return journal.TurnJournal(handle, turn, self, lineage, owner, counted)
+    def journal(self, handle: Handle, turn: Turn, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None], *, defer_final: bool = False) -> Any:
+        return journal.TurnJournal(handle, turn, self, lineage, owner, counted, defer_final=defer_final)
 
     def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
         with self._lock:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mappi
 
 from . import budget as budgets, loop, tracing
 from .agentdef import AgentDef, model_of
-from .data import AgentResult, Budget, RunResult, cost_since
+from .data import AgentResult, Budget, RunResult, add_cost, cost_since
 from .errors import Cancelled, ConfigError
 from .handle import Handle, Turn
 from .hooks import Hooks
@@ -164,6 +164,8 @@ class TurnRunner:
 
     def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
         definition: AgentDef = handle.definition
+        capped = handle.record.budget.max_cost is not None
+        turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn), defer_final=not capped)
         return RunSpec(
             model=self.model_of(definition),
             system=definition.soul or None,
@@ -175,7 +177,7 @@ class TurnRunner:
             scope=turn.scope,
             gate=self._gate,
             handle_id=handle.id,
-            journal=self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn)),
+            journal=turn.journal,
             call_key=call_key(self._nonce, handle.id, turn.serial),
             request_params=definition.request_params,
             continues=turn.resume,
@@ -198,9 +200,15 @@ class TurnRunner:
     # --- the ledger and the limits --------------------------------------------------------
 
     def _spent(self, handle: Handle, turn: Turn) -> tuple[int, float | None]:
-        """What the turn spent so far: tokens and cost, its children's included."""
+        """What the turn spent so far: tokens and cost, its children's included (and a final
+        reply that commits with the outcome)."""
+        deferred = turn.journal.deferred if turn.journal is not None else None
         with handle.lock:
-            return handle.record.tokens - turn.tokens_before, cost_since(handle.record.cost, turn.cost_before)
+            tokens, cost = handle.record.tokens - turn.tokens_before, cost_since(handle.record.cost, turn.cost_before)
+        if deferred is not None:
+            tokens += deferred.total_tokens
+            cost = add_cost(cost, deferred.cost)
+        return tokens, cost
 
     def _count_call(self, turn: Turn) -> None:
         with self._calls_lock:
@@ -210,6 +218,8 @@ class TurnRunner:
         """Checked before every model call: the handle's own carve and wall clock, and
         whether the turn is still this runtime's (another process may have interrupted it
         or taken it over)."""
+        if turn.journal is not None:
+            turn.journal.flush()  # a reply waiting to commit is charged before the next call
         with handle.lock:
             record = handle.record
             handle.sync(exact=True)

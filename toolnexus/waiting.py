@@ -63,14 +63,14 @@ class Waiter:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
-            handle.sync()
+            _sync(handle)
             if record.result is not None and not handle.busy:
                 return record.result
             since, lost = record.settled, handle.lost_count
         looked = -_LOOK_AGAIN_S  # when this thread last found no queued sibling to run
         while True:
             with handle.lock:
-                handle.sync()
+                _sync(handle)
                 if record.settled > since and record.result is not None:
                     return record.result
                 if handle.lost_count > lost and handle.lost is not None:
@@ -142,6 +142,13 @@ class Waiter:
         finally:
             timer.cancel()
             timer.join()
+
+
+def _sync(handle: Handle) -> None:
+    """Re-read a handle whose turn does not run here (lock held): a turn of this process
+    notifies every change itself (and sees another process's interrupt at its next step)."""
+    if handle.turn is None:
+        handle.sync()
 
 
 def runnable(handle: Handle) -> bool:
