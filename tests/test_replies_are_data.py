@@ -188,6 +188,12 @@ def test_from_json_refuses_nan_and_infinity(constant):
         from_json(Answer, '{"id": "r", "ok": true, "data": ' + constant + "}")
 
 
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "1.5e400"])
+def test_from_json_refuses_a_number_too_large_to_be_finite(number):
+    with pytest.raises(WireError, match="too large"):
+        from_json(Answer, '{"id": "r", "ok": true, "data": ' + number + "}")
+
+
 def test_to_json_refuses_nan_rather_than_emitting_invalid_json():
     with pytest.raises(WireError):
         to_json(Request(id="r", kind="k", prompt="p", data={"x": float("nan")}))

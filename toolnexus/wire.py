@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import types
 import typing
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -266,9 +267,10 @@ def from_json(cls: type[T], text: str | bytes) -> T:
 
 
 def parse_json(text: str | bytes, *, what: str = "value") -> Any:
-    """Strict JSON: no ``NaN``/``Infinity``, at most ``MAX_DEPTH`` levels of nesting."""
+    """Strict JSON: no ``NaN``/``Infinity`` (nor a number too large to be finite, such as
+    ``1e999``), at most ``MAX_DEPTH`` levels of nesting."""
     try:
-        data = json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"invalid JSON for {what}: {exc}") from None
     if _too_deep(data):
@@ -283,6 +285,13 @@ def check_json(value: Any, what: str) -> None:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise WireError(f"{what} cannot be sent as JSON: {exc}") from None
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for a finite number")
+    return value
 
 
 def _refuse_constant(name: str) -> Any:
