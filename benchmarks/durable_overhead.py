@@ -87,7 +87,12 @@ def one_shots(total: int, state: str | None = None) -> dict[str, float]:
             if n in (1_000, 10_000, 20_000, total):
                 marks[f"rss_mb_at_{n}"] = round(rss_mb(), 1)
         marks["seconds"] = round(time.perf_counter() - started, 1)
+        listed = time.perf_counter()
         marks["handles_listed"] = len(rt.handles())  # with a state, read from it
+        marks["handles_ms"] = round((time.perf_counter() - listed) * 1000, 1)
+        asked = time.perf_counter()
+        rt.open_requests()
+        marks["open_requests_ms"] = round((time.perf_counter() - asked) * 1000, 1)
     finally:
         rt.release()  # without a state: closes
     return marks

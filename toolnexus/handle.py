@@ -136,20 +136,28 @@ class Handle:
     def move(self, new: str) -> None:
         """One legal transition, recorded and announced."""
         with self.store.change(self):
-            old = self.record.state
-            if (old, new) not in _ALLOWED:
-                raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
-            self.record.transitions.append(f"{old}{ARROW}{new}")
-            self.record.state = new
-            self.changed.notify_all()
+            self._move(new)
 
     def publish(self, result: AgentResult) -> None:
         """Hand ``result`` to every waiter: ``settled`` counts results, so a waiter that
         saw ``settled == n`` knows a result newer than the one it had has landed."""
         with self.store.change(self):
-            self.record.result = result
-            self.record.settled += 1
-            self.changed.notify_all()
+            self._publish(result)
+
+    # The two steps every change ends with, for methods already inside their unit of work.
+
+    def _move(self, new: str) -> None:
+        old = self.record.state
+        if (old, new) not in _ALLOWED:
+            raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
+        self.record.transitions.append(f"{old}{ARROW}{new}")
+        self.record.state = new
+        self.changed.notify_all()
+
+    def _publish(self, result: AgentResult) -> None:
+        self.record.result = result
+        self.record.settled += 1
+        self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
         with self.store.change(self):
@@ -185,7 +193,7 @@ class Handle:
             turn.started = now
             self.turn = turn
             self._own(turn, owner)
-            self.move(RUNNING)
+            self._move(RUNNING)
 
     def take_over(self, turn: Turn, now: float, owner: str) -> None:
         """Run the stored turn of a handle whose owner died: it stays ``running``."""
@@ -236,7 +244,7 @@ class Handle:
         the handle is busy, and any runtime of the tree may claim it."""
         with self.store.change(self):
             self._own(turn, None, queued_at=now)
-            self.move(RUNNING)
+            self._move(RUNNING)
 
     def queued_turn(self, serial: int | None = None, segment: int | None = None) -> bool:
         """Whether a turn (``serial``/``segment`` when given) waits for a runtime to claim it."""
@@ -322,8 +330,8 @@ class Handle:
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
-            self.move(SUSPENDED)
-            self.publish(result)
+            self._move(SUSPENDED)
+            self._publish(result)
             return result
 
     def finish(self, turn: Turn, result: AgentResult, *, retryable: bool = False) -> None:
@@ -338,8 +346,8 @@ class Handle:
                 self.record.failed = FailedTurn(serial=turn.serial, segment=turn.segment, tokens_before=turn.tokens_before)
             else:
                 self.store.forget_turn(self.record.id, turn.serial)
-            self.move(IDLE)
-            self.publish(result)
+            self._move(IDLE)
+            self._publish(result)
 
     def abandon(self, result: AgentResult) -> None:
         """The turn's outcome could not be committed (the store failed): tell every waiter
@@ -376,8 +384,8 @@ class Handle:
             record = self.record
             record.inbox, record.taken = record.taken + record.inbox, []
             self.store.forget_turn(record.id, record.turn_serial)
-            self.move(IDLE)
-            self.publish(interrupted(record, turns))
+            self._move(IDLE)
+            self._publish(interrupted(record, turns))
             return turn
 
     def interrupt(self, parent: Handle | None, turn_calls: Callable[[Turn], int]) -> Interruption:
@@ -396,7 +404,7 @@ class Handle:
             parent.drop_wake(record.id)
             with self.store.change(self):
                 record.wake = None
-                self.publish(interrupted(record, 0))
+                self._publish(interrupted(record, 0))
             return NOTHING_TO_INTERRUPT
         if record.state == SUSPENDED and record.pending is not None:
             return Interruption(request=record.pending.id)
@@ -413,8 +421,8 @@ class Handle:
             record.suspension = None
             record.inbox, record.taken = record.taken + record.inbox, []
             self.store.forget_turn(record.id, record.turn_serial)
-            self.move(IDLE)
-            self.publish(interrupted(record, turns))
+            self._move(IDLE)
+            self._publish(interrupted(record, turns))
             return True
 
     def suspended_on(self, request_id: str) -> bool:
@@ -451,7 +459,7 @@ class Handle:
                 self.store.keep_resume(record.id, record.turn_serial, turn.resume)
             record.suspension = None
             if via_idle:
-                self.move(IDLE)
+                self._move(IDLE)
             return turn
 
     def begin_closing(self) -> list[str] | None:
@@ -467,7 +475,7 @@ class Handle:
         """``idle→closed``: final; the record stays readable."""
         with self.store.change(self):
             self._forget_failed()
-            self.move(CLOSED)
+            self._move(CLOSED)
 
     # --- a parent's slots for its children's turns ------------------------------------------
 

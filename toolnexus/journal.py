@@ -10,7 +10,6 @@ keyed by the turn (serial and segment), the model step, and the call id together
 
 from __future__ import annotations
 
-import contextlib
 import json
 from typing import Any, Callable, ContextManager, Iterator, Protocol
 
@@ -139,7 +138,7 @@ class TurnJournal:
             "message": reply.message,
             "text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
-            "usage": attrs.asdict(reply.usage),
+            "usage": _usage_data(reply.usage),
             "finish_reason": reply.finish_reason,
             "truncated": reply.truncated,
         }
@@ -147,8 +146,7 @@ class TurnJournal:
         if self._defer_final and not reply.tool_calls:
             self._deferred = (step, payload, reply.usage)  # committed with the outcome (or before the next call)
             return
-        with self._ledger() as chain:
-            self._charge(chain, step, payload, reply.usage)
+        self._in_chain(lambda chain: self._charge(chain, step, payload, reply.usage))
 
     def _charge(self, chain: list[Handle], step: int, payload: dict[str, Any], usage: Usage) -> None:
         self._put("model", step, "", "done", payload)
@@ -176,8 +174,7 @@ class TurnJournal:
     def flush(self) -> None:
         """Commit a deferred reply now (another model call of the turn comes first)."""
         if self._deferred is not None:
-            with self._ledger() as chain:
-                self.write_deferred(chain)
+            self._in_chain(self.write_deferred)
 
     def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
         found: dict[str, ToolResult | None] = {}
@@ -198,7 +195,7 @@ class TurnJournal:
                 self._put("tool", step, call_id, "started", None)
 
     def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
-        with self._ledger() as chain:
+        def record(chain: list[Handle]) -> None:
             if result.pending is not None or retried_later(result):  # not an effect: asked again on replay
                 self._rows.journal_drop(self._handle.id, self._serial, 0, "tool", step, call_id)
             else:
@@ -206,16 +203,23 @@ class TurnJournal:
             for each in chain:
                 each.charge_tool_calls(1, own=each is self._handle)
 
-    @contextlib.contextmanager
-    def _ledger(self) -> Iterator[list[Handle]]:
-        """The handle and its ancestors, locked root first, in one unit of work."""
+        self._in_chain(record)
+
+    def _in_chain(self, work: Callable[[list[Handle]], None]) -> None:
+        """``work(chain)`` with the handle and its ancestors locked, root first, in one unit
+        of work, fenced by the owner."""
         chain = list(self._lineage(self._handle))
-        with contextlib.ExitStack() as held:
+        taken: list[Handle] = []
+        try:
             for each in reversed(chain):
-                held.enter_context(each.lock)
-            held.enter_context(self._rows.change(*reversed(chain), dirty=False))
-            self._fence()
-            yield chain
+                each.lock.acquire()
+                taken.append(each)
+            with self._rows.change(*taken, dirty=False):
+                self._fence()
+                work(chain)
+        finally:
+            for each in reversed(taken):
+                each.lock.release()
 
     def _fence(self) -> None:
         if not self._handle.owned_by(self._owner):
@@ -231,11 +235,23 @@ def retried_later(result: ToolResult) -> bool:
     return bool(result.metadata and result.metadata.get(RETRY_LATER))
 
 
+def _usage_data(usage: Usage) -> dict[str, Any]:
+    return {field.name: getattr(usage, field.name) for field in _USAGE_FIELDS}
+
+
+_USAGE_FIELDS = attrs.fields(Usage)
+
+
 def _plain(metadata: dict[str, Any] | None) -> Any:
     """Metadata as JSON data (anything else is kept as its string form)."""
     if metadata is None:
         return None
+    if all(type(value) in _SCALARS for value in metadata.values()):
+        return dict(metadata)  # already plain: the common case (a task result's counts)
     return json.loads(json.dumps(to_wire(metadata), default=str))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 # --- the replay rules the run loop applies ---------------------------------------------------

@@ -330,11 +330,11 @@ class HandleTree:
 
     def get(self, h: Handle | str) -> Handle:
         handle_id = h.id if isinstance(h, Handle) else h
-        if not valid_id(handle_id):
-            raise UnknownHandle(f"no handle {shown_id(handle_id)}")
         with self._lock:
-            handle = self._handles.get(handle_id)
+            handle = self._handles.get(handle_id) if isinstance(handle_id, str) else None
         if handle is None:
+            if not valid_id(handle_id):  # checked before anything reaches the store
+                raise UnknownHandle(f"no handle {shown_id(handle_id)}")
             record = self.store.load(handle_id)
             if record is not None:
                 with self._lock:
