@@ -131,7 +131,7 @@ def python_blocks(paths: list[Path]) -> list[Block]:
 def chain(block: Block) -> list[Block]:
     """The blocks that run for ``block``: itself and, with ``continue``, the ones before it
     on its page back to the first without ``continue`` (``file=`` blocks included)."""
-    before = [each for each in collect(block.path) if each.lang in PYTHON and each.line < block.line]
+    before = [each for each in collect(block.path) if (each.lang in PYTHON or "file" in each.markers) and each.line < block.line]
     run = [block]
     current = block
     while "continue" in current.markers and before:

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,11 @@ def main() -> None:
     server = ScriptedLLMServer(respond) if chain["endpoint"] else None
     base_url = server.base_url if server is not None else None
     worker = None
-    namespace: dict[str, Any] = {"__name__": "__main__"}
+    # The blocks run as a script's __main__ module, so what inspects a class's module
+    # (type hints, pickling) finds their names as it would in a pasted script.
+    script = types.ModuleType("__main__")
+    sys.modules["__main__"] = script
+    namespace = script.__dict__
     try:
         for block in chain["blocks"]:
             code = substituted(block["code"], chain["services"], base_url)
