@@ -170,18 +170,20 @@ def cli_commands() -> dict[str, object]:
     return {}
 
 
-def expected_output(blocks: list[Block]) -> list[str]:
-    """The lines the blocks say they print (``print(...)  # text``)."""
+def expected_output(blocks: list[Block]) -> list[list[str]]:
+    """The lines the blocks say they print: those of ``print(...)  # text`` comments, and
+    those of each ``output`` text block (each list in order)."""
     commented = [m["text"] for block in blocks for line in block.code.splitlines() if (m := _EXPECTED.match(line))]
-    return commented + [line for block in blocks for line in block.printed]
+    return [commented] + [block.printed for block in blocks if block.printed]
 
 
-def unmet_output(expected: list[str], stdout: str) -> str | None:
-    """The first expected line missing from ``stdout`` (in order), or None."""
-    lines = iter(line.rstrip() for line in stdout.splitlines())
-    for want in expected:
-        if not any(line == want for line in lines):
-            return want
+def unmet_output(expected: list[list[str]], stdout: str) -> str | None:
+    """The first expected line missing from ``stdout`` (each list in order), or None."""
+    for wanted in expected:
+        lines = iter(line.rstrip() for line in stdout.splitlines())
+        for want in wanted:
+            if not any(line == want for line in lines):
+                return want
     return None
 
 

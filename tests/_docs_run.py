@@ -97,7 +97,7 @@ def substituted(code: str, services: dict[str, str], base_url: str | None) -> st
 def start_worker(module: str) -> subprocess.Popen[bytes]:
     """A Celery worker on ``module`` (in this folder), once it says it is ready."""
     log = Path(f"{module}-worker.log")
-    command = [sys.executable, "-m", "celery", "-A", module, "worker", "-P", "threads", "-c", "4", "-Q", "toolnexus", "--without-heartbeat", "--without-gossip", "--without-mingle"]
+    command = [sys.executable, "-m", "celery", "-A", module, "worker", "-P", "threads", "-c", "4", "-Q", "toolnexus", "-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"]
     with log.open("wb") as out:
         worker = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60

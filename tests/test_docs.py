@@ -4,6 +4,7 @@ commands parse, TOML parses."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,10 @@ def test_every_page_of_the_site_is_in_its_navigation() -> None:
     pages = sorted(str(p.relative_to(_docs.ROOT / "docs")) for p in (_docs.ROOT / "docs").rglob("*.md"))
     assert pages, "docs/ has no pages"
     assert [page for page in pages if page not in site] == []
+
+
+def test_every_relative_link_of_the_readme_reaches_a_file() -> None:
+    text = (_docs.ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t.split("#", 1)[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t and not t.startswith("#")]
+    assert targets, "the README links to no page"
+    assert [t for t in targets if not (_docs.ROOT / t).exists()] == []
