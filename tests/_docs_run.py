@@ -7,7 +7,8 @@ answers every model call: the first request of a step calls the first tool offer
 one ``tool_choice`` names, if any) with arguments made from its schema, and once tool
 results are in it answers ``done: <the results>``, or calls ``final_result`` when a typed
 output is asked for; its URL replaces the endpoint URLs written in the blocks. The test
-services' URLs replace the PostgreSQL and Redis URLs and the MCP server's command.
+services' URLs replace the PostgreSQL and Redis URLs and the MCP server's command; a
+chain that uses PostgreSQL gets a new database of its own, dropped after it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import subprocess
 import sys
 import time
 import types
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion
 
@@ -94,6 +97,23 @@ def substituted(code: str, services: dict[str, str], base_url: str | None) -> st
     return code
 
 
+def fresh_database(url: str) -> tuple[str, Callable[[], None]]:
+    """A new, empty database on the PostgreSQL server of ``url`` (so a block's trees start
+    from nothing, whatever ran before), its URL, and how to drop it."""
+    import psycopg
+
+    name = f"tn_docs_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+
+    def drop() -> None:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}")), drop
+
+
 def start_worker(module: str) -> subprocess.Popen[bytes]:
     """A Celery worker on ``module`` (in this folder), once it says it is ready."""
     log = Path(f"{module}-worker.log")
@@ -123,6 +143,10 @@ def main() -> None:
     server = ScriptedLLMServer(respond) if chain["endpoint"] else None
     base_url = server.base_url if server is not None else None
     worker = None
+    services = dict(chain["services"])
+    drop = None
+    if "postgresql" in services:
+        services["postgresql"], drop = fresh_database(services["postgresql"])
     # The blocks run as a script's __main__ module, so what inspects a class's module
     # (type hints, pickling) finds their names as it would in a pasted script.
     script = types.ModuleType("__main__")
@@ -130,7 +154,7 @@ def main() -> None:
     namespace = script.__dict__
     try:
         for block in chain["blocks"]:
-            code = substituted(block["code"], chain["services"], base_url)
+            code = substituted(block["code"], services, base_url)
             if block.get("file"):
                 Path(block["file"]).write_text(code, encoding="utf-8")
                 continue
@@ -143,6 +167,8 @@ def main() -> None:
             stop_worker(worker)
         if server is not None:
             server.close()
+        if drop is not None:
+            drop()
 
 
 if __name__ == "__main__":
