@@ -503,9 +503,8 @@ def test_the_tree_shows_cost_only_when_something_was_priced():
     assert tree_lines(priced)[0].endswith("cost  $0.001200")
 
 
-def test_the_readme_budgets_example_runs_as_pasted(capsys):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Budgets", 1)[1].split("\n### ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme_budgets"})
-    assert capsys.readouterr().out == "done $0.016560\n"
+def test_the_budgets_guide_s_first_example_runs_as_pasted(capsys):
+    page = (Path(__file__).resolve().parent.parent / "docs" / "guides" / "budgets.md").read_text(encoding="utf-8")
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "budgets.md", "exec"), {"__name__": "budgets_guide"})
+    assert capsys.readouterr().out == "done $0.016560\n4500\n"

@@ -63,7 +63,7 @@ class Waiter:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
-            _sync(handle)
+            _sync(handle, exact=True)  # whether it is settled now: a view that may lag would not do
             if record.result is not None and not handle.busy:
                 return record.result
             since, lost = record.settled, handle.lost_count
@@ -144,11 +144,11 @@ class Waiter:
             timer.join()
 
 
-def _sync(handle: Handle) -> None:
+def _sync(handle: Handle, *, exact: bool = False) -> None:
     """Re-read a handle whose turn does not run here (lock held): a turn of this process
     notifies every change itself (and sees another process's interrupt at its next step)."""
     if handle.turn is None:
-        handle.sync()
+        handle.sync(exact=exact)
 
 
 def runnable(handle: Handle) -> bool:
