@@ -11,10 +11,11 @@ is worked out once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import types
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 import requests
@@ -205,7 +206,13 @@ class SharedSessions:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards: _sessions, _leases, _pools, _pool_of, _prepared
+        # guards: _sessions, _leases, _pools, _pool_of, _prepared, _inside, _deferred.
+        # Re-entrant: a dropped client's finaliser may run (on a garbage collection) while
+        # this thread is inside one of these methods; its release is then deferred to the
+        # end of that method (``_critical``), never run on half-changed tables.
+        self._lock = threading.RLock()
+        self._inside = False
+        self._deferred: list[LeaseKey] = []
         self._sessions: dict[LeaseKey, requests.Session] = {}
         self._leases: dict[LeaseKey, int] = {}
         self._pools: dict[LeaseKey, list[Any]] = {}  # connection pools used directly
@@ -214,7 +221,7 @@ class SharedSessions:
 
     def lease(self, url: str, pool_size: int) -> tuple[LeaseKey, requests.Session]:
         key = (_origin(url), max(32, pool_size))
-        with self._lock:
+        with self._critical():
             session = self._sessions.get(key)
             if session is None:
                 session = self._sessions[key] = requests.Session()
@@ -228,13 +235,13 @@ class SharedSessions:
         """The adapter's connection pool for the prepared URL, found once for every
         transport of the endpoint and remembered so that the last release closes its
         connections (urllib3 leaves that to garbage collection)."""
-        with self._lock:
+        with self._critical():
             pool = self._pool_of.get((key, prepared.url))
         if pool is not None and pool.pool is not None:  # not closed (released, or evicted by the adapter)
             return pool
         send_kwargs = prepared.send_kwargs
         pool = adapter.get_connection_with_tls_context(prepared.template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
-        with self._lock:
+        with self._critical():
             self._pool_of[(key, prepared.url)] = pool
             known = self._pools.setdefault(key, [])
             if not any(each is pool for each in known):
@@ -242,25 +249,44 @@ class SharedSessions:
         return pool
 
     def lease_again(self, key: LeaseKey) -> None:
-        with self._lock:
+        with self._critical():
             self._leases[key] += 1
 
     def prepared(self, key: LeaseKey, session: requests.Session, url: str, headers: dict[str, str]) -> Prepared:
         """The request template and send options for ``url``, worked out once per process
         (they hold no connection, so they outlive the session)."""
         memo = (key, url, tuple(headers.items()))
-        with self._lock:
+        with self._critical():
             found = self._prepared.get(memo)
         if found is None:
             found = prepare(session, url, headers, owned=True)
-            with self._lock:
+            with self._critical():
                 if len(self._prepared) >= _PREPARED_KEPT:
                     self._prepared.clear()
                 self._prepared[memo] = found
         return found
 
+    @contextlib.contextmanager
+    def _critical(self) -> Iterator[None]:
+        with self._lock:
+            outer = not self._inside
+            self._inside = True
+            try:
+                yield
+            finally:
+                if outer:
+                    self._inside = False
+                    deferred, self._deferred = self._deferred, []
+        if outer:
+            for key in deferred:
+                self.release(key)
+
     def release(self, key: LeaseKey) -> None:
         with self._lock:
+            if self._inside:  # a finaliser that interrupted this thread inside another call
+                self._deferred.append(key)
+                return
+        with self._critical():
             self._leases[key] -= 1
             if self._leases[key] > 0:
                 return
