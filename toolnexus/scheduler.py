@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Executor
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Iterator
 
 from . import _jobs, budget as budgets, tracing
 from .data import AgentResult, Answer, RunResult
@@ -41,6 +41,20 @@ def _nothing_to_save() -> None:
 
 #: The transcript context of a turn that settles with none to save (it failed, or suspended).
 _NO_TRANSCRIPT: ContextManager[Callable[[], None]] = contextlib.nullcontext(_nothing_to_save)
+
+
+@contextlib.contextmanager
+def _locked(handles: list[Handle]) -> Iterator[None]:
+    """The handles' locks, taken in the given order (ancestors first)."""
+    taken: list[Handle] = []
+    try:
+        for each in handles:
+            each.lock.acquire()
+            taken.append(each)
+        yield
+    finally:
+        for each in reversed(taken):
+            each.lock.release()
 
 
 class Scheduler:
@@ -214,10 +228,7 @@ class Scheduler:
         # A final reply still to commit charges the chain: its locks too, root first.
         chain = turn.journal.deferred_chain() if turn.journal is not None else None
         held = list(reversed(chain)) if chain else [handle]
-        with saving as save, contextlib.ExitStack() as locked:
-            for each in held:
-                locked.enter_context(each.lock)
-            locked.enter_context(self._unit(*held))
+        with saving as save, _locked(held), self._unit(*held):
             if not handle.owned_by(self.owner):  # interrupted or taken over by another process meanwhile
                 handle.lose(turn)
                 return False

@@ -329,9 +329,9 @@ class HandleTree:
             return len(self._handles)
 
     def get(self, h: Handle | str) -> Handle:
-        handle_id = h.id if isinstance(h, Handle) else h
+        handle_id = h if type(h) is str else h.id if isinstance(h, Handle) else h
         with self._lock:
-            handle = self._handles.get(handle_id) if isinstance(handle_id, str) else None
+            handle = self._handles.get(handle_id) if type(handle_id) is str else None
         if handle is None:
             if not valid_id(handle_id):  # checked before anything reaches the store
                 raise UnknownHandle(f"no handle {shown_id(handle_id)}")
