@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--style", choices=("openai", "anthropic"), default="openai")
     parser.add_argument("--api-key-env", help="environment variable holding the key, if the server needs one")
     parser.add_argument("--max-tokens", type=int, default=256, help="max_tokens per reply (default 256; keep it below the context size)")
-    parser.add_argument("--timeout-ms", type=int, default=300_000, help="bound on one model exchange")
+    parser.add_argument("--timeout", type=float, default=300.0, help="bound on one model exchange, in seconds")
     parser.add_argument("--only", choices=sorted(SCENARIOS), action="append", help="run only this scenario (repeatable)")
     parser.add_argument("--typed-runs", type=int, default=3, help="runs of the typed-output (and raw-format, resume-once) scenario (default 3)")
     parser.add_argument("--temperature", type=float, help="sampling temperature sent with every request")
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--response-format", choices=("json_schema", "json_object"), default="json_schema",
                         help="raw-format's response_format shape: json_schema (OpenAI, vLLM) or json_object with a schema (llama-cpp-python)")
     args = parser.parse_args(argv)
-    options: dict[str, Any] = {"base_url": args.base_url, "model": args.model, "style": args.style, "timeout_ms": args.timeout_ms, "retries": 1}
+    options: dict[str, Any] = {"base_url": args.base_url, "model": args.model, "style": args.style, "timeout": args.timeout, "retries": 1}
     if args.api_key_env:
         options["api_key"] = os.environ[args.api_key_env]
     params: dict[str, Any] = {"max_tokens": args.max_tokens}

@@ -136,7 +136,7 @@ def interrupt_latencies(rounds: int) -> tuple[list[float], list[float]]:
                 aborted.set()
 
         with ScriptedLLMServer(stall_until=stall) as server:
-            rt = Runtime(REGISTRY, base_url=server.base_url, model="m", on_metric=on_metric, shutdown_ms=2000)
+            rt = Runtime(REGISTRY, base_url=server.base_url, model="m", on_metric=on_metric, shutdown_timeout=2)
             try:
                 h = rt.spawn(rt.root, "a")
                 rt.wake(h, "x")

@@ -367,7 +367,7 @@ def run(seconds: float, threads: int, seed: int, store_latency_ms: float) -> boo
     model = Model()
     store = LatentStore(store_latency_ms / 1000) if store_latency_ms > 0 else None
     # keep every closed handle in memory: the audit below reads each one's inbox
-    rt = Runtime(REGISTRY, generate=model, store=store, inbox_cap=8, shutdown_ms=2000, keep_closed=10**9)
+    rt = Runtime(REGISTRY, generate=model, store=store, inbox_cap=8, shutdown_timeout=2, keep_closed=10**9)
     stress = Stress(rt, seconds)
     monitor = threading.Thread(target=stress.monitor, name="stress-monitor", daemon=True)
     host = [threading.Thread(target=stress.worker, args=(seed * 1000 + i,), name=f"stress-{i}", daemon=True) for i in range(threads)]

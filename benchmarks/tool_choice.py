@@ -40,7 +40,7 @@ PROMPT = "How many words are in 'to be or not to be'? Use the word_count tool."
 def measure(base_url: str, model: str, choice: Any, runs: int, max_tokens: int) -> str:
     answered, called, refusal, times = 0, 0, "", []
     params = {"tool_choice": choice, "max_tokens": max_tokens}
-    with Client(base_url=base_url, model=model, max_turns=1, retries=0, timeout_ms=300_000, request_params=params) as client:
+    with Client(base_url=base_url, model=model, max_turns=1, retries=0, timeout=300, request_params=params) as client:
         for _ in range(runs):
             started = time.perf_counter()
             try:

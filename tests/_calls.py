@@ -14,7 +14,7 @@ from toolnexus.engine import ConnectionOptions, ModelCall, build_engine
 def engine_for(server, via=None, **options):
     """The HTTP engine for ``server`` (model calls without retries unless asked)."""
     options.setdefault("retries", 0)
-    options.setdefault("retry_base_ms", 1)
+    options.setdefault("retry_base", 0.001)
     return build_engine(ConnectionOptions(base_url=server.base_url, **(via or {}), **options))
 
 

@@ -107,10 +107,10 @@ def build(settings: Mapping[str, str]) -> tuple[Celery, CeleryDispatcher, Callab
             state=settings["TN_CELERY_STATE"],
             runtime_id=settings["TN_CELERY_RUNTIME_ID"],
             dispatcher=dispatcher,
-            lease_ms=int(settings.get("TN_CELERY_LEASE_MS", "3000")),
+            lease=float(settings.get("TN_CELERY_LEASE_MS", "3000")) / 1000,
         )
 
-    dispatcher = install(app, runtime, queue=settings["TN_CELERY_QUEUE"], resend_after_ms=int(settings.get("TN_CELERY_RESEND_MS", "1500")))
+    dispatcher = install(app, runtime, queue=settings["TN_CELERY_QUEUE"], resend_after=float(settings.get("TN_CELERY_RESEND_MS", "1500")) / 1000)
     return app, dispatcher, runtime
 
 

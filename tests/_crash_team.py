@@ -29,7 +29,7 @@ if os.environ.get("TOOLNEXUS_TEST_CLOCK_SKEW"):  # this process's clock runs ahe
     _real_time = time.time
     time.time = lambda: _real_time() + _skew  # type: ignore[assignment]
 
-from toolnexus import AgentDef, Budget, Runtime, Tool, make_answer, make_request, suspend  # noqa: E402
+from toolnexus import AgentDef, Budget, Runtime, Tool, make_request, suspend  # noqa: E402
 from toolnexus.state import open_state  # noqa: E402
 from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
 from toolnexus.wire import to_wire  # noqa: E402
@@ -201,9 +201,9 @@ def _main(argv: list[str]) -> None:
         print(json.dumps({"status": result.status}), flush=True)
         os._exit(0)
     if command == "watch":  # open the tree for a while and report whether it took a turn over
-        seconds, lease_ms = float(argv[4]), int(argv[5])
+        seconds, lease = float(argv[4]), float(argv[5])
         registry = {**charging_registry(effects), "slow": AgentDef("slow", "holds", model="m-slow")}
-        rt = Runtime(registry, generate=charging_model(), state=state, runtime_id=runtime_id, lease_ms=lease_ms)
+        rt = Runtime(registry, generate=charging_model(), state=state, runtime_id=runtime_id, lease=lease)
         time.sleep(seconds)  # the scenario: this runtime's heartbeat sweeps a few times meanwhile
         recovered = [e for e in rt.events() if e["event"] == "recovered"]
         print(json.dumps({"recovered": recovered}), flush=True)

@@ -225,7 +225,7 @@ def test_wall_clock_limit_uses_the_injected_clock():
     defs = registry(tool=lookup_tool(on_call=lambda: clock.advance(1.0)))
     runtime = Runtime(defs, generate=model(), clock=clock)
     try:
-        handle = runtime.spawn(runtime.root, "looper", Budget(max_wall_ms=1500))
+        handle = runtime.spawn(runtime.root, "looper", Budget(max_wall=1.5))
         result = wake_wait(runtime, handle)
         assert (result.status, result.limit) == ("incomplete", "maxWallMs")
         assert result.turns == 2

@@ -250,12 +250,12 @@ def test_on_postgresql_a_process_whose_clock_runs_60_s_ahead_takes_no_live_turn_
         return {"content": "finished"} if tool_messages(request) else {"tool_calls": [{"id": "c1", "name": "hold", "arguments": {}}]}
 
     registry = {**team.charging_registry(effects), "slow": AgentDef("slow", "holds", model="m-slow", tools=[Tool("hold", "hold", None, hold)])}
-    rt = Runtime(registry, generate=ScriptedModel({"m-slow": model}), state=url, runtime_id=runtime_id, lease_ms=1500)
+    rt = Runtime(registry, generate=ScriptedModel({"m-slow": model}), state=url, runtime_id=runtime_id, lease=1.5)
     try:
         handle = rt.spawn(rt.root, "slow")
         rt.wake(handle, "hold on")
         env = {**os.environ, "TOOLNEXUS_TEST_CLOCK_SKEW": "60"}
-        out = subprocess.run([sys.executable, SCRIPT, "watch", url, runtime_id, effects, "3", "1500"], capture_output=True, text=True, timeout=60, env=env)
+        out = subprocess.run([sys.executable, SCRIPT, "watch", url, runtime_id, effects, "3", "1.5"], capture_output=True, text=True, timeout=60, env=env)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout.strip().splitlines()[-1])["recovered"] == []
         release.touch()

@@ -66,7 +66,7 @@ def state(tmp_path: Path) -> str:
 
 
 def runtime(state: str, outbox: Outbox, **options: Any) -> Runtime:
-    return Runtime(registry(), generate=model(), state=state, dispatcher=outbox, lease_ms=60000, **options)
+    return Runtime(registry(), generate=model(), state=state, dispatcher=outbox, lease=60, **options)
 
 
 def test_an_outbox_is_a_dispatcher():
@@ -146,10 +146,10 @@ def test_resume_queues_every_turn_of_the_path_and_a_worker_finishes_them(state, 
         return text(f"lead: {found[-1]}") if found else {"tool_calls": [task("c1", "asker", "ask")]}
 
     scripted = ScriptedModel({"m-lead": lead, "m-asker": asker_step})
-    with Runtime(team, generate=scripted, state=state, dispatcher=outbox, lease_ms=60000) as rt:
+    with Runtime(team, generate=scripted, state=state, dispatcher=outbox, lease=60) as rt:
         lead_handle = rt.spawn(rt.root, "lead")
         rt.wake(lead_handle, "go")
-        with Runtime(team, generate=scripted, state=state, dispatcher=outbox, lease_ms=60000) as worker:
+        with Runtime(team, generate=scripted, state=state, dispatcher=outbox, lease=60) as worker:
             run_in_thread(lambda: outbox.deliver(worker))
             pending = rt.wait(lead_handle, timeout=5)
             assert pending.status == "pending"
@@ -177,7 +177,7 @@ def test_a_dispatched_turn_runs_its_plain_tool_calls_concurrently(state, outbox)
         found = tool_messages(request)
         return text(",".join(found)) if found else {"tool_calls": [call("a", "meet"), call("b", "meet")]}
 
-    with Runtime(team, generate=ScriptedModel({"m-pair": pair}), state=state, dispatcher=outbox, lease_ms=60000) as rt:
+    with Runtime(team, generate=ScriptedModel({"m-pair": pair}), state=state, dispatcher=outbox, lease=60) as rt:
         handle = rt.spawn(rt.root, "pair")
         rt.wake(handle, "go")
         assert run_in_thread(lambda: outbox.deliver(rt)) == [True]

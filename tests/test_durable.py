@@ -8,7 +8,6 @@ real interpreters started with ``subprocess``.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -468,8 +467,8 @@ def test_a_store_object_from_the_host_is_used_and_left_open(tmp_path, files):
 def test_bad_durable_options_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="recover"):
         Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), recover="retry")
-    with pytest.raises(ConfigError, match="lease_ms"):
-        Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), lease_ms=0)
+    with pytest.raises(ConfigError, match="lease"):
+        Runtime(team.registry(), generate=team.model(), state=str(tmp_path / "s.db"), lease=0.0)
     with pytest.raises(ConfigError, match="state must be"):
         Runtime(team.registry(), generate=team.model(), state=42)
 

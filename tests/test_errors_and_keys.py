@@ -77,7 +77,7 @@ def test_an_echoed_key_and_credential_headers_are_shown_as_stars_everywhere(capl
     infos = []
     caplog.set_level(logging.DEBUG, logger="toolnexus")
     headers = {"api-key": AZURE_KEY, "X-Session-Token": "tok-abcdef123456", "X-Team": "blue"}
-    error = failure(base_url=BASE, api_key=KEY, headers=headers, retries=1, retry_base_ms=1, on_error=lambda i: infos.append(i))
+    error = failure(base_url=BASE, api_key=KEY, headers=headers, retries=1, retry_base=0.001, on_error=lambda i: infos.append(i))
     everything = shown(error, infos, caplog.text)
     for secret in (KEY, AZURE_KEY, "tok-abcdef123456"):
         assert secret not in everything
@@ -127,7 +127,7 @@ def test_a_retry_is_logged_at_info_with_the_status_and_the_wait(caplog):
     responses.post(URL, status=503, body="busy")
     responses.post(URL, json={"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
     caplog.set_level(logging.INFO, logger="toolnexus")
-    with Client(base_url=BASE, model="m", api_key=KEY, retry_base_ms=1) as client:
+    with Client(base_url=BASE, model="m", api_key=KEY, retry_base=0.001) as client:
         assert client.run("go").text == "ok"
     retries = [r for r in caplog.records if r.levelno == logging.INFO and "retry" in r.getMessage()]
     assert len(retries) == 1
@@ -138,7 +138,7 @@ def test_a_retry_is_logged_at_info_with_the_status_and_the_wait(caplog):
 def test_a_refused_connection_is_retried_and_the_retry_logged(caplog):
     port = free_port()
     caplog.set_level(logging.INFO, logger="toolnexus")
-    failure(base_url=f"http://127.0.0.1:{port}/v1", retries=1, retry_base_ms=1)
+    failure(base_url=f"http://127.0.0.1:{port}/v1", retries=1, retry_base=0.001)
     assert any("connection refused" in r.getMessage() and "retry 1 of 1" in r.getMessage() for r in caplog.records)
 
 

@@ -57,7 +57,7 @@ class RunInBackground:
 def runtime(server, via, tools=(), **options):
     options.setdefault("retries", 0)
     agent = AgentDef("m", "Talks over HTTP.", tools=list(tools))
-    return Runtime({"m": agent}, base_url=server.base_url, model="m", shutdown_ms=5000, **via, **options)
+    return Runtime({"m": agent}, base_url=server.base_url, model="m", shutdown_timeout=5, **via, **options)
 
 
 def toolnexus_threads_since(before):
@@ -114,7 +114,7 @@ def test_interrupt_during_a_stalled_body_ends_the_turn_and_close_leaves_no_threa
         assert not waiter.is_alive()
         assert rt.wait(h).status == "interrupted"
         _, took = timed(lambda: rt.close(rt.root))
-        assert took < PROMPT  # shutdown_ms is 5 s: the worker was not left reading the socket
+        assert took < PROMPT  # shutdown_timeout is 5 s: the worker was not left reading the socket
         assert toolnexus_threads_since(before) == []
     finally:
         run_in_thread(lambda: rt.close(rt.root), HANG)
@@ -134,9 +134,9 @@ def test_force_close_during_a_stalled_body_returns_at_once(servers, via):
     assert toolnexus_threads_since(before) == []
 
 
-def test_a_stalled_body_past_timeout_ms_is_an_llm_timeout_and_not_retried(servers, via):
+def test_a_stalled_body_past_the_timeout_is_an_llm_timeout_and_not_retried(servers, via):
     server = servers(stalled_body(threading.Event()))
-    with Client(base_url=server.base_url, model="m", timeout_ms=300, retries=3, retry_base_ms=1, **via) as client:
+    with Client(base_url=server.base_url, model="m", timeout=0.3, retries=3, retry_base=0.001, **via) as client:
         with pytest.raises(LLMTimeout) as caught:
             run_in_thread(lambda: timed(lambda: client.run("go")), HANG)
     error = caught.value
@@ -160,17 +160,17 @@ def test_close_of_a_bare_client_ends_a_run_reading_a_stalled_body(servers, via):
 # --- a dripping body ----------------------------------------------------------------------------
 
 
-def test_a_dripping_body_cannot_outlast_timeout_ms(servers, via):
+def test_a_dripping_body_cannot_outlast_the_timeout(servers, via):
     body = completion("a reply sent one byte at a time, far slower than the deadline allows")
     server = servers(lambda ex: drip(ex, body, every=0.05))  # about 7 s in all
-    with Client(base_url=server.base_url, model="m", timeout_ms=400, retries=0, **via) as client:
+    with Client(base_url=server.base_url, model="m", timeout=0.4, retries=0, **via) as client:
         begun = time.monotonic()
         with pytest.raises(LLMTimeout):
             run_in_thread(lambda: client.run("go"), HANG)
         assert time.monotonic() - begun < 0.4 + PROMPT
 
 
-def test_reply_headers_that_drip_cannot_outlast_timeout_ms(servers, via):
+def test_reply_headers_that_drip_cannot_outlast_the_timeout(servers, via):
     def script(ex):
         body = completion("late")
         head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: {'x' * 200}\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -181,7 +181,7 @@ def test_reply_headers_that_drip_cannot_outlast_timeout_ms(servers, via):
         ex.send(body)
 
     server = servers(script)
-    with Client(base_url=server.base_url, model="m", timeout_ms=400, retries=2, **via) as client:
+    with Client(base_url=server.base_url, model="m", timeout=0.4, retries=2, **via) as client:
         begun = time.monotonic()
         with pytest.raises(LLMTimeout):
             run_in_thread(lambda: client.run("go"), HANG)
@@ -189,7 +189,7 @@ def test_reply_headers_that_drip_cannot_outlast_timeout_ms(servers, via):
     assert server.requests == 1
 
 
-def test_without_timeout_ms_a_dripping_body_still_arrives_whole(servers, via):
+def test_without_a_timeout_a_dripping_body_still_arrives_whole(servers, via):
     body = completion("slow")
     server = servers(lambda ex: drip(ex, body, every=0.001))
     with Client(base_url=server.base_url, model="m", retries=0, **via) as client:
@@ -215,7 +215,7 @@ def broken_chunking(ex):
 @pytest.mark.parametrize("script, cause", [(short_content_length, "cut short"), (broken_chunking, "chunked")])
 def test_a_truncated_body_is_an_llm_error_naming_the_cause(servers, via, script, cause):
     server = servers(script)
-    with Client(base_url=server.base_url, model="m", retries=1, retry_base_ms=1, **via) as client:
+    with Client(base_url=server.base_url, model="m", retries=1, retry_base=0.001, **via) as client:
         with pytest.raises(LLMError) as caught:
             run_in_thread(lambda: client.run("go"), HANG)
     error = caught.value
@@ -282,14 +282,14 @@ def test_a_whole_reply_that_lands_as_the_interrupt_does_is_dropped():
 # --- Retry-After ---------------------------------------------------------------------------------
 
 
-def test_a_retry_after_beyond_max_retry_after_s_fails_at_once_with_429(servers, via):
+def test_a_retry_after_beyond_max_retry_after_fails_at_once_with_429(servers, via):
     server = servers(lambda ex: ex.reply(b'{"error":"slow down"}', status=429, extra="Retry-After: 999999\r\n"))
     with Client(base_url=server.base_url, model="m", retries=3, **via) as client:
         with pytest.raises(LLMError) as caught:
             _, took = run_in_thread(lambda: timed(lambda: client.run("go")), HANG)
     error = caught.value
     assert error.status == 429
-    assert "max_retry_after_s" in str(error)
+    assert "max_retry_after" in str(error)
     assert server.requests == 1
 
 
@@ -416,7 +416,7 @@ def test_a_gzip_encoded_reply_is_decoded(servers, via):
     server = servers(lambda ex: ex.reply(body, extra="Content-Encoding: gzip\r\n"))
     with Client(base_url=server.base_url, model="m", retries=0, **via) as client:
         assert run_in_thread(lambda: client.run("go"), HANG).text == "packed"
-    with Client(base_url=server.base_url, model="m", retries=0, timeout_ms=5000, **via) as client:
+    with Client(base_url=server.base_url, model="m", retries=0, timeout=5, **via) as client:
         assert run_in_thread(lambda: client.run("go"), HANG).text == "packed"
 
 

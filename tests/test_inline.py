@@ -168,7 +168,7 @@ def test_inline_wake_admits_the_turn_and_the_first_waiter_runs_it():
 
 def test_inline_close_interrupts_a_turn_nobody_started_without_waiting():
     log = ThreadLog()
-    rt = Runtime({"solo": AgentDef("solo", "answers")}, model="m", generate=log.model(lambda r: text("hi")), inline=True, shutdown_ms=60_000)
+    rt = Runtime({"solo": AgentDef("solo", "answers")}, model="m", generate=log.model(lambda r: text("hi")), inline=True, shutdown_timeout=60)
     h = rt.spawn(rt.root, "solo")
     rt.wake(h, "go")
     started = time.monotonic()
@@ -268,7 +268,7 @@ def test_inline_close_from_another_thread_stops_a_running_turn():
 
     model = ScriptedModel({"m": lambda request: text("never") if tool_messages(request) else calls(call("c1", "patient"))})
     registry = {"solo": AgentDef("solo", "waits", tools=(Tool("patient", "waits", EMPTY_SCHEMA, patient),))}
-    rt = Runtime(registry, model="m", generate=model, inline=True, shutdown_ms=100)
+    rt = Runtime(registry, model="m", generate=model, inline=True, shutdown_timeout=0.1)
     box = {}
     runner = threading.Thread(target=lambda: box.update(result=rt.run_agent("solo", "go")), daemon=True)
     runner.start()
@@ -299,7 +299,7 @@ def blocking_registry(release, entered):
 def test_run_agent_timeout_returns_at_the_deadline_while_a_worker_tool_is_blocked(cleanup):
     release, entered = cleanup.event(), threading.Event()
     registry, model = blocking_registry(release, entered)
-    rt = cleanup.runtime(registry, model="m", generate=model, shutdown_ms=200)
+    rt = cleanup.runtime(registry, model="m", generate=model, shutdown_timeout=0.2)
     started = time.monotonic()
     result = run_in_thread(lambda: rt.run_agent("solo", "go", timeout=0.3))
     elapsed = time.monotonic() - started
@@ -357,7 +357,7 @@ def test_agent_run_takes_a_timeout():
     try:
         registry, model = blocking_registry(release, entered)
         solo = agent("solo", does="blocks", tools=registry["solo"].tools)
-        result = run_in_thread(lambda: solo.run("go", timeout=0.3, model="m", generate=model, shutdown_ms=100))
+        result = run_in_thread(lambda: solo.run("go", timeout=0.3, model="m", generate=model, shutdown_timeout=0.1))
         assert result.status == "timeout"
     finally:
         release.set()

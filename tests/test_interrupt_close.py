@@ -23,7 +23,7 @@ from toolnexus import (
 )
 from toolnexus.testing import ScriptedLLMServer, ScriptedModel, tool_messages
 
-PROMPT = 1.0  # "promptly": generous for a loaded 2-core machine, far below any stall or shutdown_ms
+PROMPT = 1.0  # "promptly": generous for a loaded 2-core machine, far below any stall or shutdown_timeout
 
 
 # --- helpers (shared ones in _helpers.py; the ``cleanup`` fixture is in conftest.py) --------------
@@ -86,9 +86,9 @@ def stalled_server():
     server.close()
 
 
-def stalled_http_runtime(server, shutdown_ms):
+def stalled_http_runtime(server, shutdown_timeout):
     """A runtime whose agent ``m`` talks, without retries, to ``server`` (which stalls every request)."""
-    return Runtime({"m": AgentDef("m", "Talks over HTTP.")}, base_url=server.base_url, model="scripted", retries=0, shutdown_ms=shutdown_ms)
+    return Runtime({"m": AgentDef("m", "Talks over HTTP.")}, base_url=server.base_url, model="scripted", retries=0, shutdown_timeout=shutdown_timeout)
 
 
 def wake_into_stall(rt, server):
@@ -250,7 +250,7 @@ def test_interrupt_on_idle_handle_is_a_noop(cleanup):
 @pytest.mark.parametrize("attempt", range(3))
 def test_interrupt_of_in_flight_http_call_is_prompt(stalled_server, attempt):
     before = set(threading.enumerate())
-    rt = stalled_http_runtime(stalled_server, shutdown_ms=5000)
+    rt = stalled_http_runtime(stalled_server, shutdown_timeout=5)
     try:
         h = rt.spawn(rt.root, "m")
         rt.wake(h, "go")
@@ -269,7 +269,7 @@ def test_interrupt_of_in_flight_http_call_is_prompt(stalled_server, attempt):
 
         begun = time.monotonic()
         rt.close(rt.root)
-        # shutdown_ms is 5 s: returning well before it means the worker was not left
+        # shutdown_timeout is 5 s: returning well before it means the worker was not left
         # reading the stalled socket (it was shut down).
         assert time.monotonic() - begun < PROMPT
         assert _new_toolnexus_threads(before) == []
@@ -280,7 +280,7 @@ def test_interrupt_of_in_flight_http_call_is_prompt(stalled_server, attempt):
 
 def test_force_close_of_root_aborts_a_stalled_http_call_at_once(stalled_server):
     before = set(threading.enumerate())
-    rt = stalled_http_runtime(stalled_server, shutdown_ms=10_000)
+    rt = stalled_http_runtime(stalled_server, shutdown_timeout=10)
     try:
         h = wake_into_stall(rt, stalled_server)
         begun = time.monotonic()
@@ -293,8 +293,8 @@ def test_force_close_of_root_aborts_a_stalled_http_call_at_once(stalled_server):
         run_in_thread(lambda: rt.close(rt.root), HANG)
 
 
-def test_close_of_root_with_stalled_http_call_is_bounded_by_shutdown_ms(stalled_server):
-    rt = stalled_http_runtime(stalled_server, shutdown_ms=200)
+def test_close_of_root_with_stalled_http_call_is_bounded_by_shutdown_timeout(stalled_server):
+    rt = stalled_http_runtime(stalled_server, shutdown_timeout=0.2)
     try:
         h = wake_into_stall(rt, stalled_server)
         begun = time.monotonic()
@@ -325,7 +325,7 @@ def test_interrupt_with_a_tool_blocking_forever_in_a_child_returns_at_once(clean
         "worker": AgentDef("worker", "Works.", model="worker", tools=[Tool("stuck", "Never ends.", EMPTY_SCHEMA, stuck)]),
     }
     model = ScriptedModel({"boss": boss, "worker": [calls(call("s1", "stuck")), reply("worker done")]})
-    rt = cleanup.runtime(registry, generate=model, shutdown_ms=200)
+    rt = cleanup.runtime(registry, generate=model, shutdown_timeout=0.2)
     top = rt.spawn(rt.root, "boss")
     rt.wake(top, "go")
     waiter = Waiter(rt, top)
@@ -342,7 +342,7 @@ def test_interrupt_with_a_tool_blocking_forever_in_a_child_returns_at_once(clean
     assert waiter.result.status == "interrupted"
 
     begun = time.monotonic()
-    rt.close(rt.root)  # the stuck tool's thread is waited for up to shutdown_ms + 1 s
+    rt.close(rt.root)  # the stuck tool's thread is waited for up to shutdown_timeout + 1 s
     assert time.monotonic() - begun < 0.2 + 1.0 + PROMPT
     assert all(v.state == "closed" for v in rt.handles())
 
@@ -350,13 +350,13 @@ def test_interrupt_with_a_tool_blocking_forever_in_a_child_returns_at_once(clean
 # --- close ------------------------------------------------------------------------------------------
 
 
-def test_close_lets_a_running_turn_finish_within_shutdown_ms(cleanup):
+def test_close_lets_a_running_turn_finish_within_shutdown_timeout(cleanup):
     gate = cleanup.gate(reply("finished in time"))
     closed = []
     rt = cleanup.runtime(
         {"slow": AgentDef("slow", "Slow.", model="slow", on_close=lambda h, reason: closed.append(reason))},
         generate=ScriptedModel({"slow": gate}),
-        shutdown_ms=10_000,
+        shutdown_timeout=10,
     )
     h = started(rt, gate)
     closer = threading.Thread(target=rt.close, args=(h,), daemon=True)
@@ -377,9 +377,9 @@ def test_close_lets_a_running_turn_finish_within_shutdown_ms(cleanup):
     assert closed == ["closed"]
 
 
-def test_close_interrupts_a_turn_still_running_after_shutdown_ms(cleanup):
+def test_close_interrupts_a_turn_still_running_after_shutdown_timeout(cleanup):
     gate = cleanup.gate()
-    rt = gated_runtime(cleanup, gate, shutdown_ms=300)
+    rt = gated_runtime(cleanup, gate, shutdown_timeout=0.3)
     h = started(rt, gate)
     waiter = Waiter(rt, h)
     begun = time.monotonic()
@@ -394,7 +394,7 @@ def test_close_interrupts_a_turn_still_running_after_shutdown_ms(cleanup):
 
 def test_force_close_interrupts_at_once(cleanup):
     gate = cleanup.gate()
-    rt = gated_runtime(cleanup, gate, shutdown_ms=10_000)
+    rt = gated_runtime(cleanup, gate, shutdown_timeout=10)
     h = started(rt, gate)
     waiter = Waiter(rt, h)
     begun = time.monotonic()
@@ -518,14 +518,14 @@ class SlowStore(InMemoryStore):
 
 
 @pytest.mark.parametrize("force", [True, False])
-def test_close_during_a_transcript_save_slower_than_shutdown_ms_closes_cleanly(cleanup, force):
+def test_close_during_a_transcript_save_slower_than_shutdown_timeout_closes_cleanly(cleanup, force):
     store = SlowStore()
     cleanup.events_to_set(store.release)
     rt = cleanup.runtime(
         {"echo": AgentDef("echo", "Echoes.", model="echo")},
         generate=ScriptedModel({"echo": lambda r: reply("saved")}),
         store=store,
-        shutdown_ms=100,
+        shutdown_timeout=0.1,
     )
     h = rt.spawn(rt.root, "echo")
     rt.wake(h, "go")
@@ -540,7 +540,7 @@ def test_close_during_a_transcript_save_slower_than_shutdown_ms_closes_cleanly(c
 
     thread = threading.Thread(target=closer, daemon=True)
     thread.start()
-    thread.join(0.3)  # past shutdown_ms: the save is still blocked
+    thread.join(0.3)  # past shutdown_timeout: the save is still blocked
     store.release.set()
     thread.join(HANG)
     assert not thread.is_alive()
@@ -567,7 +567,7 @@ def test_close_of_a_parent_whose_task_child_never_finishes_is_bounded_and_leaf_f
         "boss": AgentDef("boss", "Leads.", model="boss", team=["worker"], on_close=on_close),
         "worker": AgentDef("worker", "Works.", model="worker", on_close=on_close),
     }
-    rt = cleanup.runtime(registry, generate=ScriptedModel({"boss": boss, "worker": gate}), shutdown_ms=200)
+    rt = cleanup.runtime(registry, generate=ScriptedModel({"boss": boss, "worker": gate}), shutdown_timeout=0.2)
     top = rt.spawn(rt.root, "boss")
     rt.wake(top, "go")
     assert gate.entered.wait(HANG)

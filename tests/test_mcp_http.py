@@ -90,7 +90,7 @@ def test_an_interrupt_over_http_returns_at_once_and_the_server_is_told(url, clos
 
 
 def test_a_timeout_over_http_is_an_error_result_that_says_timed_out(url, closing):
-    server = closing(mcp.http(url, timeout_s=0.5))
+    server = closing(mcp.http(url, timeout=0.5))
     server.tools()
     result = server.call("slow", {"seconds": 30})
     assert result.is_error and "timed out" in result.output

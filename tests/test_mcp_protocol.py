@@ -104,4 +104,4 @@ def test_a_server_definition_it_cannot_mean_is_refused(bad):
         if isinstance(bad, list) or isinstance(bad, str):
             mcp.stdio(bad)
         else:
-            mcp.stdio(raw_command(), timeout_s=bad)
+            mcp.stdio(raw_command(), timeout=bad)

@@ -68,8 +68,8 @@ def test_32_threads_of_100_calls_share_one_session_and_no_reply_crosses(server):
 
 
 def test_a_timed_out_call_is_an_error_result_and_the_server_is_told(closing):
-    server = closing(mcp.stdio(sdk_stdio_command(), timeout_s=0.5))
-    server.tools()  # the start and handshake are not bounded by timeout_s
+    server = closing(mcp.stdio(sdk_stdio_command(), timeout=0.5))
+    server.tools()  # the start and handshake are not bounded by timeout
     result = server.call("slow", {"seconds": 30})
     assert result.is_error and "tool slow timed out after 0.5 s" in result.output
     assert server.call("cancellations", {"wait_s": 5}).output == "1"

@@ -25,7 +25,7 @@ def _toml_list(items: list[str]) -> str:
 
 
 def test_an_agent_gets_the_tools_of_its_mcp_servers(tmp_path):
-    team_file = write_team(tmp_path, f'[agents.calc]\ndoes = "Adds"\n[agents.calc.mcp.sdk]\ncommand = {_toml_list(sdk_stdio_command())}\ntimeout_s = 20\n')
+    team_file = write_team(tmp_path, f'[agents.calc]\ndoes = "Adds"\n[agents.calc.mcp.sdk]\ncommand = {_toml_list(sdk_stdio_command())}\ntimeout = 20\n')
     team = load_team(str(team_file))
     try:
         names = {each.name for each in team.registry["calc"].tools}
@@ -51,11 +51,11 @@ def test_a_stdio_server_gets_env_and_runs_in_cwd_relative_to_the_team_file(tmp_p
     ("table", "expected"),
     [
         ('url = "http://127.0.0.1:9/mcp"\ncommand = ["x"]', "one of them"),
-        ("timeout_s = 5", "one of them"),
+        ("timeout = 5", "one of them"),
         ('command = "npx server"', "command must be a list of strings"),
         ('command = ["x"]\nheaders = { A = "b" }', "unknown key(s) headers"),
         ('url = "ftp://example.invalid"', "http:// or https://"),
-        ('command = ["x"]\ntimeout_s = 0', "timeout_s must be a positive number"),
+        ('command = ["x"]\ntimeout = 0', "timeout must be"),
     ],
 )
 def test_an_mcp_table_it_cannot_mean_is_refused(tmp_path, table, expected):

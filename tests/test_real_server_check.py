@@ -81,7 +81,7 @@ def test_a_server_error_is_a_failing_line_not_a_crash(capsys):
         raise RuntimeError("down")
 
     with ScriptedLLMServer(broken) as server:
-        status = script.main(["--base-url", server.base_url, "--model", "m", "--only", "tool-loop", "--timeout-ms", "20000"])
+        status = script.main(["--base-url", server.base_url, "--model", "m", "--only", "tool-loop", "--timeout", "20"])
     [line] = capsys.readouterr().out.splitlines()
     assert line.split()[:2] == ["tool-loop", "FAIL"] and "LLMError" in line
     assert status == 1

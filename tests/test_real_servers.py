@@ -43,11 +43,11 @@ def echo_tool() -> Tool:
 
 
 def openai_client(**options) -> Client:
-    return Client(base_url=OPENAI_BASE, model="m", api_key="k", retry_base_ms=1, **options)
+    return Client(base_url=OPENAI_BASE, model="m", api_key="k", retry_base=0.001, **options)
 
 
 def anthropic_client(**options) -> Client:
-    return Client(base_url=ANTHROPIC_BASE, model="c", style="anthropic", api_key="k", retry_base_ms=1, **options)
+    return Client(base_url=ANTHROPIC_BASE, model="c", style="anthropic", api_key="k", retry_base=0.001, **options)
 
 
 def oa_reply(message: dict, *, finish: str | None = "stop", usage: dict | None = USAGE, **extra) -> dict:

@@ -158,7 +158,7 @@ def test_a_429_read_by_the_direct_path_still_gives_its_retry_after(servers):
             ex.reply(completion("later"))
 
     server = servers(script)
-    with Client(base_url=server.base_url, model="m", retries=1, retry_base_ms=60000) as client:
+    with Client(base_url=server.base_url, model="m", retries=1, retry_base=60) as client:
         assert run_in_thread(lambda: client.run("go"), HANG).text == "later"
     assert server.requests == 2
 

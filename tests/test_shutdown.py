@@ -1,5 +1,5 @@
 """Shutdown ends threads: ``close(rt.root)`` returns once every thread the runtime started
-has ended, or after ``shutdown_ms`` plus one second with a warning naming those left."""
+has ended, or after ``shutdown_timeout`` plus one second with a warning naming those left."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from _helpers import EMPTY_SCHEMA, HANG, call, calls, text
 from toolnexus import AgentDef, Runtime, Tool
 from toolnexus.testing import ScriptedModel
 
-SHUTDOWN_MS = 100
-UNWIND_S = 0.3  # a cancelled tool's clean-up: past shutdown_ms, well within the extra second
+SHUTDOWN_S = 0.1
+UNWIND_S = 0.3  # a cancelled tool's clean-up: past shutdown_timeout, well within the extra second
 PROMPT = 1.0
 
 
@@ -23,7 +23,7 @@ def runtime_threads(before):
 def runtime_with_tool(execute):
     registry = {"worker": AgentDef("worker", "Works.", model="worker", tools=[Tool("work", "Works.", EMPTY_SCHEMA, execute)])}
     model = ScriptedModel({"worker": [calls(call("w1", "work")), text("worker done")]})
-    return Runtime(registry, generate=model, shutdown_ms=SHUTDOWN_MS)
+    return Runtime(registry, generate=model, shutdown_timeout=SHUTDOWN_S)
 
 
 def test_close_of_root_returns_once_interrupted_threads_have_ended():
@@ -45,7 +45,7 @@ def test_close_of_root_returns_once_interrupted_threads_have_ended():
     assert [t.name for t in started if t.is_alive()] == []
 
 
-def test_close_of_root_warns_naming_threads_left_after_shutdown_ms_plus_one_second(caplog):
+def test_close_of_root_warns_naming_threads_left_after_shutdown_timeout_plus_one_second(caplog):
     before = set(threading.enumerate())
     entered = threading.Event()
     release = threading.Event()
@@ -64,7 +64,7 @@ def test_close_of_root_warns_naming_threads_left_after_shutdown_ms_plus_one_seco
         with caplog.at_level(logging.WARNING, logger="toolnexus"):
             rt.close(rt.root)
         elapsed = time.monotonic() - begun
-        assert SHUTDOWN_MS / 1000 + 1.0 <= elapsed < SHUTDOWN_MS / 1000 + 1.0 + PROMPT
+        assert SHUTDOWN_S + 1.0 <= elapsed < SHUTDOWN_S + 1.0 + PROMPT
         warnings = [r.getMessage() for r in caplog.records if "still running" in r.getMessage()]
         assert len(warnings) == 1
         left = [t.name for t in stuck_threads if t.is_alive()]

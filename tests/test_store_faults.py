@@ -46,7 +46,7 @@ def holding_runtime(path: Path, held: Held, **options: Any) -> Runtime:
         return {"content": "finished"} if tool_messages(request) else {"tool_calls": [{"id": "c1", "name": "hold", "arguments": {}}]}
 
     registry = {"a": AgentDef("a", "holds", model="m", tools=[held.tool()])}
-    return Runtime(registry, generate=ScriptedModel({"m": model}), state=str(path), lease_ms=600, **options)
+    return Runtime(registry, generate=ScriptedModel({"m": model}), state=str(path), lease=0.6, **options)
 
 
 def heartbeats_alive() -> bool:

@@ -78,9 +78,9 @@ def events_then(ending, pieces=("cut", " short")):
 # --- time is bounded --------------------------------------------------------------------------------
 
 
-def test_a_stall_before_the_headers_past_timeout_ms_is_an_llm_timeout_and_not_retried(servers, via, streamed):
+def test_a_stall_before_the_headers_past_the_timeout_is_an_llm_timeout_and_not_retried(servers, via, streamed):
     server = servers(lambda ex: ex.stall())
-    asked = Asked(engine_for(server, via, timeout_ms=300, retries=3), streamed)
+    asked = Asked(engine_for(server, via, timeout=0.3, retries=3), streamed)
     with pytest.raises(LLMTimeout) as caught:
         _, took = timed(lambda: run_in_thread(asked.run, HANG))
     assert "timed out" in str(caught.value) and caught.value.status is None
@@ -88,10 +88,10 @@ def test_a_stall_before_the_headers_past_timeout_ms_is_an_llm_timeout_and_not_re
     assert asked.retries == []
 
 
-def test_a_stall_inside_the_reply_past_timeout_ms_is_an_llm_timeout(servers, via, streamed):
+def test_a_stall_inside_the_reply_past_the_timeout_is_an_llm_timeout(servers, via, streamed):
     begun = threading.Event()
     server = servers(part_then_stall(begun))
-    asked = Asked(engine_for(server, via, timeout_ms=400, retries=2), streamed)
+    asked = Asked(engine_for(server, via, timeout=0.4, retries=2), streamed)
     begin = time.monotonic()
     with pytest.raises(LLMTimeout):
         run_in_thread(asked.run, HANG)
@@ -100,7 +100,7 @@ def test_a_stall_inside_the_reply_past_timeout_ms_is_an_llm_timeout(servers, via
     assert asked.texts == (["never"] if streamed else [])
 
 
-def test_a_reply_that_drips_cannot_outlast_timeout_ms(servers, via, streamed):
+def test_a_reply_that_drips_cannot_outlast_the_timeout(servers, via, streamed):
     def script(ex):
         if not ex.streamed:
             drip(ex, completion("one byte at a time, far slower than the deadline allows"), every=0.05)
@@ -112,14 +112,14 @@ def test_a_reply_that_drips_cannot_outlast_timeout_ms(servers, via, streamed):
             ex.chunk(bytes([byte]))
 
     server = servers(script)
-    asked = Asked(engine_for(server, via, timeout_ms=400), streamed)
+    asked = Asked(engine_for(server, via, timeout=0.4), streamed)
     begun = time.monotonic()
     with pytest.raises(LLMTimeout):
         run_in_thread(asked.run, HANG)
     assert time.monotonic() - begun < 0.4 + PROMPT
 
 
-def test_without_timeout_ms_a_dripping_reply_still_arrives_whole(servers, via, streamed):
+def test_without_a_timeout_a_dripping_reply_still_arrives_whole(servers, via, streamed):
     def script(ex):
         if not ex.streamed:
             drip(ex, completion("slow"), every=0.001)
@@ -246,15 +246,15 @@ def test_a_503_is_retried_and_announced(servers, via, streamed):
             answer(ex, "ok")
 
     server = servers(script)
-    asked = Asked(engine_for(server, via, retries=1, retry_base_ms=60000), streamed)
+    asked = Asked(engine_for(server, via, retries=1, retry_base=60), streamed)
     assert run_in_thread(asked.run, HANG).text == "ok"
     assert asked.retries == [(1, "HTTP 503")]
 
 
-def test_a_retry_after_beyond_max_retry_after_s_fails_at_once(servers, via, streamed):
+def test_a_retry_after_beyond_max_retry_after_fails_at_once(servers, via, streamed):
     server = servers(lambda ex: ex.reply(b'{"error":"slow down"}', status=429, extra="Retry-After: 999\r\n"))
     error = failure_of(Asked(engine_for(server, via, retries=3), streamed))
-    assert error.status == 429 and "max_retry_after_s" in str(error)
+    assert error.status == 429 and "max_retry_after" in str(error)
     assert server.requests == 1
 
 

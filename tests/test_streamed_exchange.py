@@ -96,7 +96,7 @@ def test_an_error_event_that_reports_an_overloaded_server_is_retried(servers):
             stream(ex, anthropic_events(["whole"]))
 
     server = servers(script)
-    engine = build_engine(ConnectionOptions(base_url=server.base_url, style="anthropic", retries=1, retry_base_ms=1))
+    engine = build_engine(ConnectionOptions(base_url=server.base_url, style="anthropic", retries=1, retry_base=0.001))
     asked = Asked(engine, True)
     assert run_in_thread(asked.run, HANG).text == "whole"
     assert asked.log == [("text", "par"), ("retry", 1, "error event in the stream"), ("text", "whole")]
@@ -104,7 +104,7 @@ def test_an_error_event_that_reports_an_overloaded_server_is_retried(servers):
 
 def test_an_error_event_that_reports_a_bad_request_is_final(servers):
     server = servers(lambda ex: stream(ex, [sse({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}, "error")]))
-    engine = build_engine(ConnectionOptions(base_url=server.base_url, style="anthropic", retries=2, retry_base_ms=1))
+    engine = build_engine(ConnectionOptions(base_url=server.base_url, style="anthropic", retries=2, retry_base=0.001))
     with pytest.raises(LLMError) as caught:
         run_in_thread(Asked(engine, True).run, HANG)
     assert caught.value.cause == "error event in the stream"

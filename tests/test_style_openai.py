@@ -10,6 +10,7 @@ from toolnexus.data import ToolCall, ToolResult, Usage
 from toolnexus.errors import WireError
 from toolnexus.styles import get_style
 from toolnexus.styles import openai as style
+from toolnexus.testing import text_completion
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "echo", "description": "d", "parameters": {"type": "object", "properties": {}}}}]
@@ -154,3 +155,13 @@ def test_parse_generated_usage_is_read():
 def test_parse_generated_bad_shapes_raise_wire_error(raw):
     with pytest.raises(WireError):
         style.parse_generated(raw)
+
+
+def test_a_generated_whole_chat_completion_is_read_as_a_servers_reply():
+    reply = style.parse_generated(text_completion({"model": "m"}, "hello there"))
+    assert reply.text == "hello there" and reply.usage.total_tokens == 15 and reply.finish_reason == "stop"
+
+
+def test_a_generated_dict_with_neither_content_nor_tool_calls_is_a_wire_error():
+    with pytest.raises(WireError, match="got keys \\['text'\\]"):
+        style.parse_generated({"text": "hello"})

@@ -322,7 +322,7 @@ def test_anthropic_pending_then_resume_gives_a_balanced_transcript():
     user = {"role": "user", "content": "go"}
     assistant = {"role": "assistant", "content": blocks}
     responses.post(ANTHROPIC_URL, json={"content": blocks, "usage": {"input_tokens": 1, "output_tokens": 1}})
-    with Client(base_url=ANTHROPIC_BASE, model="claude", style="anthropic", api_key="k", retry_base_ms=1) as client:
+    with Client(base_url=ANTHROPIC_BASE, model="claude", style="anthropic", api_key="k", retry_base=0.001) as client:
         first = client.ask("go", kit, id="conv")
         assert first.status == "pending"
         assert first.pending == approval.requests[0]

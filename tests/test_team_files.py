@@ -46,7 +46,7 @@ def test_a_team_file_budget_of_zero_children_is_kept(tmp_path: Path) -> None:
         ('[agents."boss/worker"]\ndoes = "x"\n', "agent name 'boss/worker'"),
         ('[agents."a.1"]\ndoes = "x"\n', "agent name 'a.1'"),
         ('[connection]\nretries = -1\n[agents.a]\ndoes = "x"\n', "retries must be a whole number >= 0"),
-        ('[connection]\ntimeout_ms = 0\n[agents.a]\ndoes = "x"\n', "timeout_ms must be a whole number >= 1"),
+        ('[connection]\ntimeout = 0\n[agents.a]\ndoes = "x"\n', "timeout must be a finite number of seconds > 0"),
         ('[connection]\nbase_url = 5\n[agents.a]\ndoes = "x"\n', "base_url must be a string"),
     ],
 )

@@ -29,13 +29,13 @@ def echo_tool() -> Tool:
 
 def openai_client(**options) -> Client:
     options.setdefault("api_key", KEY)
-    options.setdefault("retry_base_ms", 1)
+    options.setdefault("retry_base", 0.001)
     return Client(base_url=OPENAI_BASE, model="gpt-test", **options)
 
 
 def anthropic_client(**options) -> Client:
     options.setdefault("api_key", KEY)
-    options.setdefault("retry_base_ms", 1)
+    options.setdefault("retry_base", 0.001)
     return Client(base_url=ANTHROPIC_BASE, model="claude-test", style="anthropic", **options)
 
 
@@ -248,7 +248,7 @@ def test_429_with_retry_after_zero_is_retried_without_backoff():
     responses.post(OPENAI_URL, status=429, json={"error": "slow down"}, headers={"Retry-After": "0"})
     responses.post(OPENAI_URL, json=oa_text("ok"))
     started = time.perf_counter()
-    with openai_client(retry_base_ms=3000) as client:  # backoff would take >= 3 s
+    with openai_client(retry_base=3) as client:  # backoff would take >= 3 s
         result = client.run("x")
     assert result.text == "ok"
     assert time.perf_counter() - started < 1.5
@@ -280,7 +280,7 @@ def test_non_digit_retry_after_falls_back_to_backoff():
     responses.post(OPENAI_URL, status=503, body="x", headers={"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"})
     responses.post(OPENAI_URL, json=oa_text("ok"))
     started = time.perf_counter()
-    with openai_client(retry_base_ms=1) as client:
+    with openai_client(retry_base=0.001) as client:
         assert client.run("x").text == "ok"
     assert time.perf_counter() - started < 1.5  # neither header was honoured as a delay
 
@@ -298,10 +298,10 @@ def test_retry_after_parsing_accepts_only_ascii_digits():
 def test_retry_delay_uses_backoff_when_retry_after_is_not_digits():
     response = requests.Response()
     response.headers["Retry-After"] = "soon"
-    delay = _retry_delay(response, 1, 100)
+    delay = _retry_delay(response, 1, 0.1)
     assert 0.2 <= delay <= 0.3  # base * 2**attempt plus jitter below base
     response.headers["Retry-After"] = "4"
-    assert _retry_delay(response, 1, 100) == 4
+    assert _retry_delay(response, 1, 0.1) == 4
 
 
 @responses.activate(registry=OrderedRegistry)
@@ -490,14 +490,14 @@ def test_ask_without_id_is_run_and_saves_nothing():
 def test_a_timeout_is_never_retried():
     responses.post(OPENAI_URL, body=requests.exceptions.ReadTimeout("slow"))
     responses.post(OPENAI_URL, json=oa_text("never"))
-    error = run_expecting_llm_error(timeout_ms=50, retries=3)
+    error = run_expecting_llm_error(timeout=0.05, retries=3)
     assert isinstance(error, TimeoutError)
     assert error.status is None
     assert len(responses.calls) == 1
 
 
 @responses.activate(registry=OrderedRegistry)
-def test_a_timeout_raised_by_the_http_stack_is_never_retried_even_without_timeout_ms():
+def test_a_timeout_raised_by_the_http_stack_is_never_retried_even_without_a_timeout():
     responses.post(OPENAI_URL, body=requests.exceptions.ReadTimeout("slow"))
     responses.post(OPENAI_URL, json=oa_text("never"))
     seen = []

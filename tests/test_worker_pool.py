@@ -177,7 +177,7 @@ def test_closing_a_runtime_waits_for_the_work_it_gave_the_pool():
 
     registry = {"a": AgentDef("a", "Runs a slow tool.", model="a", tools=[Tool("slow", "Slow.", EMPTY_SCHEMA, slow)])}
     with WorkerPool(2) as pool:
-        rt = Runtime(registry, generate=ScriptedModel({"a": slow_tool_model}), pool=pool, shutdown_ms=50)
+        rt = Runtime(registry, generate=ScriptedModel({"a": slow_tool_model}), pool=pool, shutdown_timeout=0.05)
         h = rt.spawn(rt.root, "a")
         rt.wake(h, "go")
         assert entered.wait(HANG)
@@ -197,7 +197,7 @@ def test_close_names_the_pool_threads_still_running_its_work_after_the_grace(cap
     registry = {"a": AgentDef("a", "Runs a stubborn tool.", model="a", tools=[Tool("stubborn", "Stubborn.", EMPTY_SCHEMA, stubborn)])}
     model = ScriptedModel({"a": lambda request: text("done") if tool_messages(request) else calls(call("c1", "stubborn"))})
     with WorkerPool(2, thread_name_prefix="lent-test") as pool:
-        rt = Runtime(registry, generate=model, pool=pool, shutdown_ms=50)
+        rt = Runtime(registry, generate=model, pool=pool, shutdown_timeout=0.05)
         try:
             h = rt.spawn(rt.root, "a")
             rt.wake(h, "go")

@@ -8,6 +8,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import seconds
 from .errors import ConfigError, ToolnexusError
 from .ownership import RECOVER_OPTIONS
 from .pool import DEFAULT_WORKERS, Lent, WorkerPool
@@ -18,20 +19,22 @@ if TYPE_CHECKING:
     from .state import StateStore
 
 
-def check_options(*, state: Any, store: Any, dispatcher: Any, recover: str, lease_ms: int, keep_closed: int, pool: Any, max_workers: int | None) -> None:
-    """The option combinations a runtime refuses, before anything is built."""
+def check_options(
+    *, state: Any, store: Any, dispatcher: Any, recover: str, lease: Any, shutdown_timeout: Any, keep_closed: int, pool: Any, max_workers: int | None
+) -> tuple[float, float]:
+    """The option combinations a runtime refuses, before anything is built; the lease and
+    the shutdown timeout, in seconds."""
     if state is not None and store is not None:
         raise ConfigError("give store= or state=, not both: with a state, transcripts live in it")
     if dispatcher is not None and state is None:
         raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
     if recover not in RECOVER_OPTIONS:
         raise ConfigError(f"recover must be one of {', '.join(RECOVER_OPTIONS)}, not {recover!r}")
-    if lease_ms <= 0:
-        raise ConfigError(f"lease_ms must be positive, not {lease_ms}")
     if keep_closed < 0:
         raise ConfigError(f"keep_closed must be 0 or more, not {keep_closed}")
     if pool is not None and max_workers is not None:
         raise ConfigError("give max_workers= or pool=, not both: a pool has its own size")
+    return seconds.duration("lease", lease), seconds.duration("shutdown_timeout", shutdown_timeout, zero=True)
 
 
 def make_executor(*, inline: bool, pool: WorkerPool | None, max_workers: int | None) -> tuple[ThreadPoolExecutor | Lent | None, int]:

@@ -51,7 +51,7 @@ def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: in
         max_turns=_least(own.max_turns, parent.max_turns),
         max_tokens=_least(own.max_tokens, tokens_left),
         max_tool_calls=_least(own.max_tool_calls, calls_left),
-        max_wall_ms=_least(own.max_wall_ms, parent.max_wall_ms),
+        max_wall=_least(own.max_wall, parent.max_wall),
         max_children=own.max_children,
         max_concurrent=own.max_concurrent,
         max_depth=own.max_depth if own.max_depth is not None else parent.max_depth,
@@ -150,6 +150,6 @@ def turn_limit(budget: Budget, tokens: int, tool_calls: int, elapsed_s: float, c
     """Checked before every model call of a turn: its own carved pools, then its wall clock
     (the money caps of its ancestors are checked as the call starts, see ``may_fly``)."""
     spent = pool_limit(budget, tokens, tool_calls, cost)
-    if spent is None and budget.max_wall_ms is not None and elapsed_s * 1000 >= budget.max_wall_ms:
+    if spent is None and budget.max_wall is not None and elapsed_s >= budget.max_wall:
         return "maxWallMs"
     return spent

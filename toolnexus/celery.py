@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from celery import Celery, signals  # type: ignore[import-untyped]
 
+from . import seconds
 from .errors import ConfigError, DispatchError
 from .runtime import Runtime
 
@@ -93,16 +94,16 @@ class CeleryDispatcher:
         return ran
 
 
-def install(app: Celery, runtime_factory: Callable[[], Runtime], *, queue: str = "toolnexus", resend_after_ms: int = 30000) -> CeleryDispatcher:
+def install(app: Celery, runtime_factory: Callable[[], Runtime], *, queue: str = "toolnexus", resend_after: float = 30.0, **renamed_options: Any) -> CeleryDispatcher:
     """Register ``toolnexus.run_turn`` on ``app``; the dispatcher for ``Runtime(dispatcher=...)``.
 
     ``runtime_factory()`` builds a worker process's runtime on the shared state, with this
     dispatcher; workers call it once each, after fork. A queued turn that no runtime
-    claimed within ``resend_after_ms`` gets its message again.
+    claimed within ``resend_after`` seconds gets its message again (``resend_after_ms``
+    still works for this release, with a ``DeprecationWarning``).
     """
-    if resend_after_ms <= 0:
-        raise ConfigError(f"resend_after_ms must be positive, not {resend_after_ms}")
-    dispatcher = CeleryDispatcher(app, runtime_factory, queue, resend_after_ms / 1000)
+    given = seconds.renamed("install", renamed_options, {"resend_after": resend_after})
+    dispatcher = CeleryDispatcher(app, runtime_factory, queue, seconds.duration("resend_after", given["resend_after"]))
 
     @app.task(name=TASK_NAME, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]
     def run_turn(runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:

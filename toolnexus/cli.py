@@ -281,7 +281,7 @@ def _connection_options(args: argparse.Namespace, team: Team) -> dict[str, Any]:
         if not os.environ.get(key_env):
             raise TeamFileError(f"{args.team}: [connection] api_key_env names {key_env}, which is not set")
         options["api_key"] = os.environ[key_env]
-    for key in ("timeout_ms", "retries", "request_params"):
+    for key in ("timeout", "retries", "request_params"):
         if key in connection:
             options[key] = connection[key]
     if team.prices:

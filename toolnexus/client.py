@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
-from . import loop, pricing, tracing
+from . import loop, pricing, seconds, tracing
 from ._closing import Held
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
@@ -49,9 +49,12 @@ class Client:
     transaction. ``around_tool`` is a context-manager factory entered around every tool
     call, on the thread that runs it.
 
-    ``timeout_ms`` bounds one whole model exchange (connect, send, the entire body); a
-    ``Retry-After`` longer than ``max_retry_after_s`` fails at once instead of sleeping,
-    and ``close()`` cuts any exchange or retry wait in flight short.
+    ``timeout`` (seconds) bounds one whole model exchange (connect, send, the entire
+    body); a ``Retry-After`` longer than ``max_retry_after`` seconds fails at once instead
+    of sleeping, and ``close()`` cuts any exchange or retry wait in flight short. Failed
+    exchanges are tried ``retries`` times more, after ``retry_base`` seconds doubled each
+    time, plus jitter. (``timeout_ms``, ``retry_base_ms`` and ``max_retry_after_s`` still
+    work for this release, with a ``DeprecationWarning``.)
 
     ``prices`` (``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
     dollars per million tokens; see ``toolnexus.pricing``) gives ``RunResult.usage`` its
@@ -72,9 +75,9 @@ class Client:
         system_prompt: str | None = None,
         max_turns: int = 10,
         retries: int = 2,
-        retry_base_ms: int = 500,
-        timeout_ms: int | None = None,
-        max_retry_after_s: float = 60,
+        retry_base: float = 0.5,
+        timeout: float | None = None,
+        max_retry_after: float = 60.0,
         hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         on_error: Callable[[dict[str, Any]], str] | None = None,
@@ -85,7 +88,10 @@ class Client:
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
         prices: Mapping[str, Any] | None = None,
+        **renamed_options: Any,
     ) -> None:
+        times = seconds.renamed("Client", renamed_options, {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after})
+        connection = ConnectionOptions.among({**locals(), **times})
         price = pricing.table(prices).get(model)
         self.model = model
         self.inline = inline
@@ -93,7 +99,7 @@ class Client:
         self.base_url = base_url
         self._tool_threads = WorkerPool(_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")  # started on first use
         # inline: every tool call on the run's thread
-        self._engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads.executor)
+        self._engine = Engine(model=build_engine(connection, pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads.executor)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from typing import Any
 
 import attrs
 
+from . import seconds
 from .errors import ConfigError
 
 
@@ -78,6 +80,22 @@ class Usage:
         )
 
 
+    def since(self, before: Usage) -> Usage:
+        """What a ledger that read ``before`` spent since (``cost`` ``None`` when nothing
+        priced was ever charged)."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens - before.prompt_tokens,
+            completion_tokens=self.completion_tokens - before.completion_tokens,
+            total_tokens=self.total_tokens - before.total_tokens,
+            cached_tokens=self.cached_tokens - before.cached_tokens,
+            cost=cost_since(self.cost, before.cost),
+        )
+
+
+#: Nothing spent.
+NO_USAGE = Usage()
+
+
 def add_cost(a: float | None, b: float | None) -> float | None:
     """Two costs together; ``None`` (nothing priced) only when both are."""
     if a is None:
@@ -133,19 +151,27 @@ class AgentResult:
     is_error: bool = False
     pending: Request | None = None
     turns: int = 0
-    total_tokens: int = 0
+    #: What this turn spent, its children's included, as ``RunResult.usage``.
+    usage: Usage = attrs.field(factory=Usage)
+    #: ``usage.total_tokens``.
+    total_tokens: int = attrs.field(default=attrs.Factory(lambda self: self.usage.total_tokens, takes_self=True))
     limit: str | None = None
     handle_id: str = ""
     #: The last model reply's finish reason in this turn, as the server sent it.
     finish_reason: str | None = None
-    #: US dollars this turn spent, its children's included (as ``total_tokens``); ``None``
-    #: when the handle was never charged a priced call.
-    cost: float | None = None
+    #: ``usage.cost``: US dollars this turn spent, its children's included; ``None`` when
+    #: the handle was never charged a priced call.
+    cost: float | None = attrs.field(default=attrs.Factory(lambda self: self.usage.cost, takes_self=True))
     #: A typed agent's value (``AgentDef(output=T)``): a ``T``, or a dict for a
     #: ``TypedDict`` or a schema; ``None`` otherwise.
     output: Any = None
     #: The runtime that produced this result (set by ``Agent.run``), for ``resume``.
     runtime: Any = attrs.field(default=None, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.usage == NO_USAGE and (self.total_tokens or self.cost is not None):
+            # kept before results had a ``usage`` (or built with the totals alone)
+            object.__setattr__(self, "usage", Usage(total_tokens=self.total_tokens, cost=self.cost))
 
 
 def _cap(instance: Budget, field: attrs.Attribute[int | None], value: int | None) -> None:
@@ -168,32 +194,66 @@ def _money(instance: Budget, field: attrs.Attribute[float | None], value: float 
         raise ConfigError(f"Budget.{field.name} must be a finite number >= 0, not {value}")
 
 
+def _wall(instance: Budget, field: attrs.Attribute[float | None], value: float | None) -> None:
+    """A wall-clock cap is unset or a finite number of seconds >= 0."""
+    if value is not None:
+        seconds.duration(f"Budget.{field.name}", value, zero=True)
+
+
 def _concurrency(instance: Budget, field: attrs.Attribute[int | None], value: int | None) -> None:
     _cap(instance, field, value)
     if value == 0:
         raise ConfigError("Budget.max_concurrent must be >= 1: 0 could never admit a child (leave it unset for the default)")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, init=False)
 class Budget:
     """Caps on an agent's spend; ``None`` means unset (inherits or takes the default).
 
     Checked when built: a negative cap, or ``max_concurrent=0`` (no child could ever
     run), is a ``ConfigError``. Other zeros mean "none allowed".
 
-    ``max_cost`` (US dollars) is carved and rolled up like ``max_tokens``, and checked on
-    the handle and every ancestor before each model call; it needs a price for the model
-    of every agent it applies to (``prices=``).
+    ``max_wall`` is the seconds one turn may run. ``max_cost`` (US dollars) is carved and
+    rolled up like ``max_tokens``, and checked on the handle and every ancestor before
+    each model call; it needs a price for the model of every agent it applies to
+    (``prices=``). (``max_wall_ms`` still works for this release, with a
+    ``DeprecationWarning``.)
     """
 
     max_turns: int | None = attrs.field(default=None, validator=_cap)
     max_tokens: int | None = attrs.field(default=None, validator=_cap)
     max_tool_calls: int | None = attrs.field(default=None, validator=_cap)
-    max_wall_ms: int | None = attrs.field(default=None, validator=_cap)
+    max_wall: float | None = attrs.field(default=None, validator=_wall)
     max_children: int | None = attrs.field(default=None, validator=_cap)
     max_concurrent: int | None = attrs.field(default=None, validator=_concurrency)
     max_depth: int | None = attrs.field(default=None, validator=_cap)
     max_cost: float | None = attrs.field(default=None, validator=_money)
+
+    def __init__(
+        self,
+        *,
+        max_turns: int | None = None,
+        max_tokens: int | None = None,
+        max_tool_calls: int | None = None,
+        max_wall: float | None = None,
+        max_children: int | None = None,
+        max_concurrent: int | None = None,
+        max_depth: int | None = None,
+        max_cost: float | None = None,
+        **renamed_options: Any,
+    ) -> None:
+        if renamed_options:
+            max_wall = seconds.renamed("Budget", renamed_options, {"max_wall": max_wall})["max_wall"]
+        self.__attrs_init__(
+            max_turns=max_turns, max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_wall=max_wall,
+            max_children=max_children, max_concurrent=max_concurrent, max_depth=max_depth, max_cost=max_cost,
+        )
+
+    @property
+    def max_wall_ms(self) -> float | None:
+        """Deprecated: ``max_wall`` in milliseconds."""
+        warnings.warn("Budget.max_wall_ms is deprecated and goes in the next release: use max_wall (seconds)", DeprecationWarning, stacklevel=2)
+        return None if self.max_wall is None else self.max_wall * 1000
 
 
 @attrs.frozen(kw_only=True)

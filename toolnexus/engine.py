@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import attrs
 
+from . import seconds
 from ._cancel import CancelScope, TurnGate
 from .data import ModelReply
 from .errors import Cancelled, ConfigError, LLMError, WireError
@@ -85,6 +86,18 @@ class ModelEngine(Protocol):
         ...
 
 
+def _retry_base(value: Any) -> float:
+    return seconds.duration("retry_base", value, zero=True)
+
+
+def _timeout(value: Any) -> float | None:
+    return seconds.optional_duration("timeout", value)
+
+
+def _max_retry_after(value: Any) -> float:
+    return seconds.duration("max_retry_after", value, zero=True)
+
+
 @attrs.frozen(kw_only=True)
 class ConnectionOptions:
     """Every option that says how to reach the model, as given to ``Client``/``Runtime``."""
@@ -96,9 +109,12 @@ class ConnectionOptions:
     session: requests.Session | None = None
     generate: Callable[[dict[str, Any]], Any] | None = None
     retries: int = 2
-    retry_base_ms: int = 500
-    timeout_ms: int | None = None
-    max_retry_after_s: float = 60
+    #: Seconds before the first retry, doubled for each next one (plus jitter).
+    retry_base: float = attrs.field(default=0.5, converter=_retry_base)
+    #: Seconds one whole model exchange may take; ``None``: no bound.
+    timeout: float | None = attrs.field(default=None, converter=_timeout)
+    #: The longest ``Retry-After`` (seconds) a retry waits for; a longer one fails the call.
+    max_retry_after: float = attrs.field(default=60.0, converter=_max_retry_after)
     on_error: Callable[[dict[str, Any]], str] | None = None
     request_params: dict[str, Any] | None = None
 
@@ -294,9 +310,9 @@ def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEng
         secrets=credential_values(api_key, headers),
         session=options.session,
         retries=options.retries,
-        retry_base_ms=options.retry_base_ms,
-        timeout_ms=options.timeout_ms,
-        max_retry_after_s=options.max_retry_after_s,
+        retry_base=options.retry_base,
+        timeout=options.timeout,
+        max_retry_after=options.max_retry_after,
         on_error=options.on_error,
         pool_size=pool_size,
     )

@@ -38,7 +38,7 @@ class LLMError(ToolnexusError):
 
 
 class LLMTimeout(LLMError, TimeoutError):
-    """The model call ran past ``timeout_ms``; never retried."""
+    """The model call ran past ``timeout``; never retried."""
 
 
 class Cancelled(ToolnexusError):

@@ -185,7 +185,7 @@ class Handle:
             self._forget_failed()
             record.taken, record.inbox = record.inbox, []
             record.turn_serial += 1
-            return Turn(serial=record.turn_serial, input=input, tokens_before=record.tokens, cost_before=record.cost, trace=trace)
+            return Turn(serial=record.turn_serial, input=input, before=record.spent, trace=trace)
 
     def begin(self, turn: Turn, now: float, owner: str) -> None:
         """``turn`` (with its job) becomes the running turn, owned by ``owner``."""
@@ -212,8 +212,7 @@ class Handle:
         return Turn(
             serial=record.turn_serial,
             input=input,
-            tokens_before=running.tokens_before,
-            cost_before=running.cost_before,
+            before=running.before,
             resume=resume,
             segment=running.segment,
             kept=True,
@@ -225,8 +224,7 @@ class Handle:
         self.record.running = RunningTurn(
             segment=turn.segment,
             owner=owner,
-            tokens_before=turn.tokens_before,
-            cost_before=turn.cost_before,
+            before=turn.before,
             queued_at=queued_at,
             resumed=turn.resume is not None,
         )
@@ -325,8 +323,7 @@ class Handle:
                 step=halted[0],
                 call=halted[1],
                 segment=turn.segment,
-                tokens_before=turn.tokens_before,
-                cost_before=turn.cost_before,
+                before=turn.before,
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
@@ -343,7 +340,7 @@ class Handle:
             self.record.suspension = None
             self.record.taken = []
             if retryable:
-                self.record.failed = FailedTurn(serial=turn.serial, segment=turn.segment, tokens_before=turn.tokens_before)
+                self.record.failed = FailedTurn(serial=turn.serial, segment=turn.segment, before=turn.before)
             else:
                 self.store.forget_turn(self.record.id, turn.serial)
             self._move(IDLE)
@@ -367,7 +364,7 @@ class Handle:
         with self.store.change(self):
             self.record.failed = None
             input, resume = self.store.turn_documents(self.record.id, failed.serial)
-            return Turn(serial=failed.serial, input=input, resume=resume, segment=failed.segment + 1, tokens_before=failed.tokens_before, kept=True)
+            return Turn(serial=failed.serial, input=input, resume=resume, segment=failed.segment + 1, before=failed.before, kept=True)
 
     def _forget_failed(self) -> None:
         failed = self.record.failed
@@ -447,8 +444,7 @@ class Handle:
             turn = Turn(
                 serial=record.turn_serial,
                 input=input,
-                tokens_before=suspension.tokens_before,
-                cost_before=suspension.cost_before,
+                before=suspension.before,
                 segment=suspension.segment + 1,
                 trace=trace,
                 suspended_trace=suspension.trace,
@@ -521,6 +517,9 @@ class Handle:
         with self.store.change(self):
             record = self.record
             record.tokens += usage.total_tokens
+            record.prompt_tokens += usage.prompt_tokens
+            record.completion_tokens += usage.completion_tokens
+            record.cached_tokens += usage.cached_tokens
             if usage.cost is not None:
                 record.cost = add_cost(record.cost, usage.cost)
                 record.largest_cost = max(record.largest_cost or 0.0, usage.cost)

@@ -16,7 +16,7 @@ import attrs
 
 from ._cancel import CancelScope
 from ._jobs import Job
-from .data import AgentResult, Answer, Budget, HandleView, Request
+from .data import NO_USAGE, AgentResult, Answer, Budget, HandleView, Request, Usage
 
 IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
 
@@ -43,12 +43,11 @@ class Suspension:
     #: How many times the turn went on after a suspension so far.
     segment: int
     #: The ledger when the turn began, so its result after resume covers the whole turn.
-    tokens_before: int
+    before: Usage
     #: Model calls the turn made before it suspended.
     turns: int
     #: The suspended turn's span, as trace-context headers: the resumed turn links to it.
     trace: dict[str, str] | None = None
-    cost_before: float | None = None
 
 
 @attrs.frozen
@@ -72,8 +71,8 @@ class RunningTurn:
     segment: int = 0
     #: The runtime that runs it; ``None`` while it is queued for a dispatcher.
     owner: str | None = None
-    tokens_before: int = 0
-    cost_before: float | None = None
+    #: The ledger when the turn began.
+    before: Usage = NO_USAGE
     #: When a dispatcher was last asked to run it; ``None`` once a runtime claimed it.
     queued_at: float | None = None
     #: Whether it continues a suspension (a ``Resume`` is kept for this segment).
@@ -96,7 +95,8 @@ class FailedTurn:
 
     serial: int
     segment: int
-    tokens_before: int
+    #: The ledger when the turn began.
+    before: Usage
 
 
 @attrs.frozen
@@ -122,8 +122,8 @@ class Turn:
     #: How many times the turn went on after a suspension (it names a dispatcher's message).
     segment: int = 0
     started: float = 0.0
-    tokens_before: int = 0
-    cost_before: float | None = None
+    #: The ledger when the turn began: what the turn spent is the ledger now less this.
+    before: Usage = NO_USAGE
     #: Model calls this turn made so far, counted by the ``TurnRunner`` under its lock.
     model_calls: int = 0
     settling: bool = False
@@ -176,6 +176,10 @@ class HandleRecord:
     pool_tool_calls: int = 0
     #: US dollars charged here (own calls and descendants'); ``None`` until a priced call is.
     cost: float | None = None
+    #: ``tokens`` split as the model calls charged them (own and descendants').
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
     #: The most one model call charged here has cost: how a call in flight is reckoned
     #: against a money cap (``budget.may_fly``).
     largest_cost: float | None = None
@@ -202,6 +206,11 @@ class HandleRecord:
         return self.suspension.request if self.suspension is not None else None
 
     @property
+    def spent(self) -> Usage:
+        """The ledger as one ``Usage``: what the handle and its descendants spent."""
+        return Usage(self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens, self.cost)
+
+    @property
     def queued(self) -> bool:
         """Waiting for a slot under the parent's ``max_concurrent``."""
         return self.wake is not None
@@ -209,11 +218,11 @@ class HandleRecord:
 
 def interrupted(record: HandleRecord, turns: int) -> AgentResult:
     """``turns``: the model calls of the turn that was interrupted."""
-    return AgentResult(text="interrupted", status="interrupted", turns=turns, total_tokens=record.tokens, cost=record.cost, handle_id=record.id)
+    return AgentResult(text="interrupted", status="interrupted", turns=turns, usage=record.spent, handle_id=record.id)
 
 
 def closed_result(record: HandleRecord) -> AgentResult:
-    return AgentResult(text="closed", status="closed", turns=record.turns, total_tokens=record.tokens, cost=record.cost, handle_id=record.id)
+    return AgentResult(text="closed", status="closed", turns=record.turns, usage=record.spent, handle_id=record.id)
 
 
 def stamp_path(request: Request, handle_id: str) -> Request:

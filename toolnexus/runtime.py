@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
-from . import _jobs, budget as budgets, pricing, shutdown, tracing
+from . import _jobs, budget as budgets, pricing, seconds, shutdown, tracing
 from ._cancel import TurnGate
 from ._closing import close_resources
 from .agentdef import AgentDef, call_lifecycle, normalize_registry
@@ -74,6 +74,13 @@ class Runtime:
     stay until the pool is closed.
     ``prices`` (US dollars per million tokens, by model name; see ``toolnexus.pricing``)
     gives every handle a cost and lets budgets cap it (``Budget(max_cost=...)``).
+
+    Durations are seconds: ``timeout``, ``retry_base`` and ``max_retry_after`` as for the
+    ``Client``; ``shutdown_timeout``, how long closing lets a running turn finish;
+    ``lease``, how long a durable tree's owner may go without a heartbeat before another
+    process takes its turns over. (``timeout_ms``, ``retry_base_ms``,
+    ``max_retry_after_s``, ``shutdown_ms`` and ``lease_ms`` still work for this release,
+    with a ``DeprecationWarning``.)
     """
 
     def __init__(
@@ -88,21 +95,21 @@ class Runtime:
         session: requests.Session | None = None,
         generate: Callable[[dict[str, Any]], Any] | None = None,
         retries: int = 2,
-        retry_base_ms: int = 500,
-        timeout_ms: int | None = None,
-        max_retry_after_s: float = 60,
+        retry_base: float = 0.5,
+        timeout: float | None = None,
+        max_retry_after: float = 60.0,
         request_params: dict[str, Any] | None = None,
         store: ConversationStore | None = None,
         clock: Callable[[], float] | None = None,
         inbox_cap: int = 64,
         max_concurrent_turns: int | None = None,
-        shutdown_ms: int = 5000,
+        shutdown_timeout: float = 5.0,
         hooks: HooksLike = None,
         on_metric: Callable[[dict[str, Any]], Any] | None = None,
         max_workers: int | None = None,
         state: str | os.PathLike[str] | StateStore | None = None,
         runtime_id: str = "default",
-        lease_ms: int = 15000,
+        lease: float = 15.0,
         recover: str = "resume",
         keep_closed: int = 1000,
         inline: bool = False,
@@ -111,16 +118,22 @@ class Runtime:
         dispatcher: Dispatcher | None = None,
         pool: WorkerPool | None = None,
         prices: Mapping[str, Any] | None = None,
+        **renamed_options: Any,
     ) -> None:
+        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after, "shutdown_timeout": shutdown_timeout, "lease": lease}
+        times = seconds.renamed("Runtime", renamed_options, given)
         self._registry = normalize_registry(registry)
-        check_options(state=state, store=store, dispatcher=dispatcher, recover=recover, lease_ms=lease_ms, keep_closed=keep_closed, pool=pool, max_workers=max_workers)
+        lease_s, self._shutdown_s = check_options(
+            state=state, store=store, dispatcher=dispatcher, recover=recover, lease=times["lease"], shutdown_timeout=times["shutdown_timeout"],
+            keep_closed=keep_closed, pool=pool, max_workers=max_workers,
+        )
         price_table = check_priced(self._registry, model, pricing.table(prices))  # before anything is built
         self._owner = os.urandom(16).hex()  # this runtime object, as the owner of the turns it runs
         self._inline = inline
         self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
         executor = self._executor
         # The engine first: bad connection options fail before the state is touched.
-        engine = Engine(model=build_engine(ConnectionOptions.among(locals()), pool_size=workers), executor=lambda: executor)
+        engine = Engine(model=build_engine(ConnectionOptions.among({**locals(), **times}), pool_size=workers), executor=lambda: executor)
         try:
             tree_store = open_tree_store(state, runtime_id, store)
             fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
@@ -131,7 +144,6 @@ class Runtime:
         self._tree = HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
-        self._shutdown_s = shutdown_ms / 1000
         if dispatcher is not None:
             # A delegation runs on the turn's own (worker) thread, so the children it woke run
             # on other workers while it waits; the turn's other tool calls run on the pool.
@@ -148,7 +160,7 @@ class Runtime:
         )
         self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
         self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
-        self._ownership = tree_store.ownership(self._owner, lease_s=lease_ms / 1000, recover=recover, take_over=self._scheduler.take_over, on_beat=self._scheduler.on_beat)
+        self._ownership = tree_store.ownership(self._owner, lease_s=lease_s, recover=recover, take_over=self._scheduler.take_over, on_beat=self._scheduler.on_beat)
         self._ownership.start()
 
     def __repr__(self) -> str:
@@ -501,9 +513,9 @@ class Runtime:
 
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
-        ``shutdown_ms`` to finish (none with ``force``), then is interrupted. Closing the
-        root also ends every thread of the runtime: it returns once they have ended, or
-        after ``shutdown_ms`` plus one second with a warning naming those left. On a
+        ``shutdown_timeout`` seconds to finish (none with ``force``), then is interrupted.
+        Closing the root also ends every thread of the runtime: it returns once they have
+        ended, or after ``shutdown_timeout`` plus one second with a warning naming those left. On a
         ``pool=``, what ends is the work the runtime gave the pool; its threads stay."""
         handle = self._tree.get(h)
         threads_by = shutdown.threads_deadline(self._shutdown_s)

@@ -20,7 +20,7 @@ from .tree import Ownership, TreeStore
 
 log = logging.getLogger("toolnexus")
 
-#: After ``shutdown_ms``, how long closing the root waits for interrupted threads to end.
+#: After ``shutdown_timeout``, how long closing the root waits for interrupted threads to end.
 THREAD_GRACE_S = 1.0
 
 
@@ -52,7 +52,7 @@ def stop_workers(executor: ThreadPoolExecutor | Lent | None, model: ModelEngine,
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         left = [thread.name for thread in threads if thread.is_alive()]
     if left:
-        log.warning("close: %d runtime thread(s) still running past shutdown_ms + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
+        log.warning("close: %d runtime thread(s) still running past shutdown_timeout + 1 s (a tool that ignores ctx.cancelled?): %s", len(left), ", ".join(left))
     model.close()
 
 

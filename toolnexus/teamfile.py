@@ -16,11 +16,12 @@ import os
 import re
 import sys
 import tomllib
+import warnings
 from typing import Any, Callable
 
 import attrs
 
-from . import mcp, pricing, styles
+from . import mcp, pricing, seconds, styles
 from .agentdef import AgentDef, check_name
 from .engine import REFUSED_PARAMS
 from .data import Budget
@@ -54,10 +55,10 @@ class Team:
 
 
 _TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
-_CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout_ms", "retries", "request_params")
+_CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout", "retries", "request_params")
 _AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output", "request_params")
-_STDIO_KEYS = ("command", "env", "cwd", "timeout_s")
-_HTTP_KEYS = ("url", "headers", "timeout_s")
+_STDIO_KEYS = ("command", "env", "cwd", "timeout")
+_HTTP_KEYS = ("url", "headers", "timeout")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
 STYLES = styles.NAMES
 #: ``api_key_env`` may only name a variable that holds a key: upper case, ending in
@@ -115,7 +116,8 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     connection = data.get("connection", {})
     if not isinstance(connection, dict):
         raise fail("[connection] must be a table")
-    _unknown(connection, _CONNECTION_KEYS, "[connection]", fail)
+    _unknown(connection, _CONNECTION_KEYS, "[connection]", fail, deprecated=("timeout_ms",))
+    connection = _in_seconds(connection, "[connection]", fail)
     _check_connection(connection, fail)
     _check_request_params(connection.get("request_params"), fail)
     prices = _prices(data.get("prices"), fail)
@@ -183,10 +185,30 @@ def _check_connection(connection: dict[str, Any], fail: Callable[[str], TeamFile
             f"[connection]: api_key_env {key_env!r} is not a key variable: name one in upper case "
             "that ends in _KEY or _TOKEN (e.g. OPENAI_API_KEY); its value is sent to the endpoint"
         )
-    for key, least in (("timeout_ms", 1), ("retries", 0)):
-        value = connection.get(key)
-        if value is not None and (type(value) is not int or value < least):
-            raise fail(f"[connection]: {key} must be a whole number >= {least}")
+    retries = connection.get("retries")
+    if retries is not None and (type(retries) is not int or retries < 0):
+        raise fail("[connection]: retries must be a whole number >= 0")
+    try:
+        seconds.optional_duration("timeout", connection.get("timeout"))
+    except ConfigError as exc:
+        raise fail(f"[connection]: {exc}") from None
+
+
+def _in_seconds(table: dict[str, Any], where: str, fail: Callable[[str], TeamFileError]) -> dict[str, Any]:
+    """``table`` with a key first named in milliseconds (``timeout_ms``, ``max_wall_ms``)
+    turned into its name in seconds, with a ``DeprecationWarning``."""
+    out = dict(table)
+    for old, (new, per_second) in seconds.RENAMED.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise fail(f"{where}: give {new} or {old}, not both")
+        value = out.pop(old)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise fail(f"{where}: {old} must be a number")
+        out[new] = value / per_second
+        warnings.warn(f"{where}: {old} is deprecated and goes in the next release: write {new} = {out[new]:g} (seconds)", DeprecationWarning, stacklevel=2)
+    return out
 
 
 def _check_request_params(params: Any, fail: Callable[[str], TeamFileError]) -> None:
@@ -205,8 +227,8 @@ def _check_request_params(params: Any, fail: Callable[[str], TeamFileError]) -> 
         raise fail(f"{exc} (nan and inf are not JSON; dates and times are not either)") from None
 
 
-def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError]) -> None:
-    unknown = sorted(set(table) - set(known))
+def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError], deprecated: tuple[str, ...] = ()) -> None:
+    unknown = sorted(set(table) - set(known) - set(deprecated))
     if unknown:
         raise fail(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
 
@@ -229,11 +251,13 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
     if budget is not None:
         if not isinstance(budget, dict):
             raise fail(f"{where}: budget must be a table, e.g. [agents.{name}.budget]")
-        _unknown(budget, _BUDGET_KEYS, f"[agents.{name}.budget]", fail)
+        _unknown(budget, _BUDGET_KEYS, f"[agents.{name}.budget]", fail, deprecated=("max_wall_ms",))
+        budget = _in_seconds(budget, f"[agents.{name}.budget]", fail)
         for key, value in budget.items():
-            if key == "max_cost":
+            if key in ("max_cost", "max_wall"):
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise fail(f"[agents.{name}.budget]: max_cost must be a number of US dollars >= 0")
+                    unit = "US dollars" if key == "max_cost" else "seconds"
+                    raise fail(f"[agents.{name}.budget]: {key} must be a number of {unit} >= 0")
             elif type(value) is not int or value < 0:
                 raise fail(f"[agents.{name}.budget]: {key} must be a whole number >= 0")
         try:
@@ -314,21 +338,19 @@ def _mcp_server(label: str, spec: Any, base: str, where: str, fail: Callable[[st
     if not isinstance(spec, dict) or ("command" in spec) == ("url" in spec):
         raise fail(f'{where} needs command = ["program", "arg"...] or url = "http://..." (one of them)')
     _unknown(spec, _STDIO_KEYS if "command" in spec else _HTTP_KEYS, where, fail)
-    timeout = spec.get("timeout_s", 30)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise fail(f"{where}: timeout_s must be a positive number of seconds")
+    timeout = spec.get("timeout", 30)
     try:
         if "url" in spec:
             if not isinstance(spec["url"], str) or not _string_table(spec.get("headers", {})):
                 raise fail(f"{where}: url must be a string and headers a table of strings")
-            return mcp.http(spec["url"], headers=spec.get("headers"), timeout_s=timeout, name=label)
+            return mcp.http(spec["url"], headers=spec.get("headers"), timeout=timeout, name=label)
         command, cwd = spec["command"], spec.get("cwd")
         if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
             raise fail(f"{where}: command must be a list of strings, e.g. [\"npx\", \"-y\", \"some-server\"]")
         if not _string_table(spec.get("env", {})) or (cwd is not None and not isinstance(cwd, str)):
             raise fail(f"{where}: env must be a table of strings and cwd a string")
         folder = os.path.join(base, cwd) if cwd is not None else base
-        return mcp.stdio(command, env=spec.get("env"), cwd=folder, timeout_s=timeout, name=label)
+        return mcp.stdio(command, env=spec.get("env"), cwd=folder, timeout=timeout, name=label)
     except ConfigError as exc:
         raise fail(f"{where}: {exc}") from None
 

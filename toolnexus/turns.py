@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mappi
 
 from . import budget as budgets, loop, tracing
 from .agentdef import AgentDef, model_of
-from .data import AgentResult, Budget, RunResult, add_cost, cost_since
+from .data import AgentResult, Budget, RunResult, Usage
 from .errors import Cancelled, ConfigError
 from .handle import Handle, Turn
 from .hooks import Hooks
@@ -99,7 +99,7 @@ class TurnRunner:
         spent = self.chain_limit(handle)
         if spent is not None:
             text = budgets.on_chain(spent, handle.id)
-            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, cost=self._spent(handle, turn)[1]), None
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=self._spent(handle, turn)), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
@@ -109,17 +109,15 @@ class TurnRunner:
         history = self._store.get(handle.id) or []
         messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
         run = loop.start(self.engine, spec, toolkit, messages)
-        tokens, cost = self._spent(handle, turn)
         result = AgentResult(
             text=run.text,
             status=run.status,
             pending=run.pending,
             turns=run.turns,
-            total_tokens=tokens,
+            usage=self._spent(handle, turn),
             limit=run.limit,
             handle_id=handle.id,
             finish_reason=run.finish_reason,
-            cost=cost,
             output=run.output,
         )
         return result, run
@@ -127,8 +125,7 @@ class TurnRunner:
     def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
-        tokens, cost = self._spent(handle, turn)
-        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), total_tokens=tokens, cost=cost, handle_id=handle.id)
+        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), usage=self._spent(handle, turn), handle_id=handle.id)
 
     def halted_call(self, run: RunResult | None) -> tuple[int, str]:
         """The model step and the call a run that ended pending halted on (the last tool
@@ -199,16 +196,13 @@ class TurnRunner:
 
     # --- the ledger and the limits --------------------------------------------------------
 
-    def _spent(self, handle: Handle, turn: Turn) -> tuple[int, float | None]:
-        """What the turn spent so far: tokens and cost, its children's included (and a final
-        reply that commits with the outcome)."""
+    def _spent(self, handle: Handle, turn: Turn) -> Usage:
+        """What the turn spent so far, its children's included (and a final reply that
+        commits with the outcome)."""
         deferred = turn.journal.deferred if turn.journal is not None else None
         with handle.lock:
-            tokens, cost = handle.record.tokens - turn.tokens_before, cost_since(handle.record.cost, turn.cost_before)
-        if deferred is not None:
-            tokens += deferred.total_tokens
-            cost = add_cost(cost, deferred.cost)
-        return tokens, cost
+            spent = handle.record.spent.since(turn.before)
+        return spent + deferred if deferred is not None else spent
 
     def _count_call(self, turn: Turn) -> None:
         with self._calls_lock:

@@ -109,7 +109,7 @@ class Waiter:
             if fired.is_set() and result is not None and result.status == "interrupted":
                 turns = result.turns if owner is handle else 0  # a sibling's turn is not this handle's
                 break
-        return AgentResult(text="", status="timeout", turns=turns, total_tokens=record.tokens, cost=record.cost, handle_id=record.id)
+        return AgentResult(text="", status="timeout", turns=turns, usage=record.spent, handle_id=record.id)
 
     def _slot_holder(self, handle: Handle) -> tuple[Handle, _jobs.Job | None]:
         """Inline: a sibling holding one of the parent's slots whose turn nobody started."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import attrs
 
 from . import _schema
-from .data import AgentResult, Answer, HandleView, Request, RunResult, ToolCallRecord, ToolResult, Usage
+from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolCallRecord, ToolResult, Usage
 from .errors import ConfigError, WireError
 
 if TYPE_CHECKING:
@@ -65,10 +65,26 @@ def _converter() -> cattrs.Converter:
         converter.register_unstructure_hook(cls, omit_none_unstructure(cls))
         converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **renames.get(cls, {})))
     converter.register_unstructure_hook(ToolResult, unstructure_result)
+    converter.register_structure_hook(Budget, _budget_hook(make_dict_structure_fn(Budget, converter)))
     converter.register_unstructure_hook(AgentResult, make_dict_unstructure_fn(AgentResult, converter, runtime=override(omit=True)))
     # Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
     converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
     return converter
+
+
+def _budget_hook(structure: Callable[[Any, Any], Budget]) -> Callable[[Any, Any], Budget]:
+    """A ``Budget`` body; one stored before the caps were in seconds has ``max_wall_ms``,
+    read as what it was, without a warning."""
+
+    def budget(body: Any, cls: Any) -> Budget:
+        if isinstance(body, dict) and "max_wall_ms" in body:
+            body = dict(body)
+            old = body.pop("max_wall_ms")
+            if body.get("max_wall") is None and old is not None:
+                body["max_wall"] = old / 1000
+        return structure(body, cls)
+
+    return budget
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,7 @@ import os
 import shlex
 from typing import Sequence
 
+from .. import seconds
 from ..errors import ConfigError
 from . import _stdio
 from ._rpc import Session
@@ -28,7 +29,7 @@ def stdio(
     *,
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    timeout_s: float = 30,
+    timeout: float = 30.0,
     name: str | None = None,
 ) -> MCPServer:
     """A server run as a child process speaking JSON-RPC over its stdin and stdout.
@@ -36,17 +37,17 @@ def stdio(
     ``command`` is a list (a string is split as a shell would, without running one). The
     process starts on first use, with ``PATH``, ``HOME``, ``USER``, ``LANG`` and a few
     more from this process's environment plus ``env`` (no other variable is handed on, so
-    a model key in the environment stays here). ``timeout_s`` bounds each request (the
+    a model key in the environment stays here). ``timeout`` (seconds) bounds each request (the
     start and handshake get at least 30 s). ``name``
     (default: the command) names the server in error results and logs.
 
     Raises:
-        ConfigError: an empty command or a ``timeout_s`` that is not positive.
+        ConfigError: an empty command or a ``timeout`` that is not positive.
     """
     argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
     if not argv:
         raise ConfigError("mcp.stdio needs a command, e.g. ['npx', '-y', '@modelcontextprotocol/server-everything']")
-    _check_timeout(timeout_s)
+    timeout = seconds.duration("timeout", timeout)
     workdir = os.fspath(cwd) if cwd is not None else None
     environment = {str(key): str(value) for key, value in (env or {}).items()}
 
@@ -54,20 +55,20 @@ def stdio(
         return _stdio.StdioWire(session, argv, environment, workdir)
 
     label = name or " ".join([os.path.basename(argv[0]), *argv[1:]])[:80]
-    return MCPServer(label, connect, timeout_s=timeout_s)
+    return MCPServer(label, connect, timeout=timeout)
 
 
-def http(url: str, *, headers: dict[str, str] | None = None, timeout_s: float = 30, name: str | None = None) -> MCPServer:
+def http(url: str, *, headers: dict[str, str] | None = None, timeout: float = 30.0, name: str | None = None) -> MCPServer:
     """A server reached over Streamable HTTP at ``url`` (its MCP endpoint, e.g.
     ``http://127.0.0.1:8000/mcp``). ``headers`` go on every request (an ``Authorization``
-    header, say); they never appear in a message. ``timeout_s`` bounds each request.
+    header, say); they never appear in a message. ``timeout`` (seconds) bounds each request.
 
     Raises:
-        ConfigError: a URL that is not http(s) or a ``timeout_s`` that is not positive.
+        ConfigError: a URL that is not http(s) or a ``timeout`` that is not positive.
     """
     if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
         raise ConfigError(f"mcp.http needs an http:// or https:// URL, not {url!r}")
-    _check_timeout(timeout_s)
+    timeout = seconds.duration("timeout", timeout)
     fixed = {str(key): str(value) for key, value in (headers or {}).items()}
     from . import _http  # requests loads only for a server reached over HTTP
     from ..transport import public_url
@@ -75,12 +76,9 @@ def http(url: str, *, headers: dict[str, str] | None = None, timeout_s: float = 
     def connect(session: Session) -> _http.HttpWire:
         return _http.HttpWire(session, url, fixed)
 
-    return MCPServer(name or public_url(url), connect, timeout_s=timeout_s)
+    return MCPServer(name or public_url(url), connect, timeout=timeout)
 
 
-def _check_timeout(timeout_s: float) -> None:
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
-        raise ConfigError(f"timeout_s must be a positive number of seconds, not {timeout_s!r}")
 
 
 

@@ -94,12 +94,12 @@ class Session:
             return self._failure
 
     def request(
-        self, method: str, params: dict[str, Any] | None, *, timeout_s: float, cancelled: threading.Event | None = None, what: str | None = None
+        self, method: str, params: dict[str, Any] | None, *, timeout: float, cancelled: threading.Event | None = None, what: str | None = None
     ) -> Any:
         """The result of ``method``; raises ``Failed`` (``TimedOut``, ``Interrupted``,
         ``RemoteError``, ``Gone``) when there is none. ``what`` names the call in messages."""
         what = what or method
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + timeout
         pending = self._register()
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": pending.id, "method": method}
         if params is not None:
@@ -117,12 +117,12 @@ class Session:
             return _result(self.server, what, pending.reply)
         if pending.failure is not None:
             raise pending.failure
-        why = "interrupted" if cancelled is not None and cancelled.is_set() else f"timed out after {timeout_s:g} s"
+        why = "interrupted" if cancelled is not None and cancelled.is_set() else f"timed out after {timeout:g} s"
         if method != "initialize":  # the one request a client must not cancel
             self.notify("notifications/cancelled", {"requestId": pending.id, "reason": why})
         if why == "interrupted":
             raise Interrupted(f"mcp server {self.server}: {what} interrupted")
-        raise TimedOut(f"mcp server {self.server}: {what} timed out after {timeout_s:g} s (timeout_s)")
+        raise TimedOut(f"mcp server {self.server}: {what} timed out after {timeout:g} s (timeout)")
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification; a connection that has gone is not an error here."""

@@ -26,7 +26,7 @@ log = logging.getLogger("toolnexus")
 PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 _MAX_PAGES = 1000
 #: The least time a connection gets for its handshake, the server's start included (a
-#: process that loads its libraries, ``npx`` fetching a package), whatever ``timeout_s``.
+#: process that loads its libraries, ``npx`` fetching a package), whatever ``timeout``.
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -81,12 +81,12 @@ class MCPServer:
     connection (a stdio server's process with it).
     """
 
-    def __init__(self, name: str, connect: Callable[[Session], Wire], *, timeout_s: float) -> None:
+    def __init__(self, name: str, connect: Callable[[Session], Wire], *, timeout: float) -> None:
         #: How the server is named in messages and logs.
         self.name = name
         #: The bound on each request (a page of the list, a call); the handshake gets at
         #: least ``CONNECT_TIMEOUT_S``.
-        self.timeout_s = timeout_s
+        self.timeout = timeout
         self._connect = connect
         self._links = _Links()
         self._connecting = threading.Lock()  # one handshake at a time; the others wait for it
@@ -179,8 +179,8 @@ class MCPServer:
     # --- requests and the connection --------------------------------------------------------
 
     @property
-    def _connect_timeout_s(self) -> float:
-        return max(self.timeout_s, CONNECT_TIMEOUT_S)
+    def _connect_timeout(self) -> float:
+        return max(self.timeout, CONNECT_TIMEOUT_S)
 
     def _request(self, method: str, params: dict[str, Any] | None, *, cancelled: threading.Event | None = None, what: str) -> Any:
         """One request on the live connection (made first if need be); an HTTP session the
@@ -188,7 +188,7 @@ class MCPServer:
         for attempt in (1, 2):
             link = self._link()
             try:
-                return link.session.request(method, params, timeout_s=self.timeout_s, cancelled=cancelled, what=what)
+                return link.session.request(method, params, timeout=self.timeout, cancelled=cancelled, what=what)
             except Expired:
                 self._drop(link)
                 if attempt == 2:
@@ -199,7 +199,7 @@ class MCPServer:
         link = self._live()
         if link is not None:
             return link
-        if not self._connecting.acquire(timeout=self._connect_timeout_s + 5):
+        if not self._connecting.acquire(timeout=self._connect_timeout + 5):
             raise MCPError(f"mcp server {self.name}: timed out waiting for another thread's connection")
         try:
             return self._live() or self._open()
@@ -256,7 +256,7 @@ class MCPServer:
     def _handshake(self, link: _Link) -> None:
         params = {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {}, "clientInfo": {"name": "toolnexus", "version": __version__}}
         try:
-            result = link.session.request("initialize", params, timeout_s=self._connect_timeout_s)
+            result = link.session.request("initialize", params, timeout=self._connect_timeout)
         except Failed as exc:
             raise MCPError(str(exc)) from None
         version = result.get("protocolVersion") if isinstance(result, dict) else None

@@ -330,9 +330,17 @@ def generate_request(model: str, messages: list[dict[str, Any]], tools: list[dic
 
 
 def parse_generated(reply: Any) -> ModelReply:
-    """Turn ``{"content"}`` or ``{"tool_calls"}`` (+ ``usage``) into a full assistant message."""
+    """Turn ``{"content"}`` or ``{"tool_calls"}`` (+ ``usage``) into a full assistant message.
+
+    A whole chat completion (``{"choices": [...]}``, as ``toolnexus.testing`` builds for a
+    scripted server) is read as a server's reply; a dict with none of these keys is an
+    error rather than an empty answer."""
     if not isinstance(reply, dict):
         raise WireError(f"generate() must return a dict, got {type(reply).__name__}")
+    if "choices" in reply:
+        return parse_reply(reply)
+    if "content" not in reply and "tool_calls" not in reply:
+        raise WireError(f'generate() must return {{"content": ...}}, {{"tool_calls": [...]}} or a chat completion, got keys {sorted(reply)[:8]}')
     raw_calls = reply.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise WireError("generate() tool_calls must be a list")

@@ -5,7 +5,7 @@ and headers were worked out once for the URL). A plain reply is read whole by th
 reader in ``http1``; a streamed reply is parsed by the standard library's
 ``http.client.HTTPResponse`` and read piece by piece as it arrives, the socket reaching it
 through a raw stream whose every read waits only for the time left. Either way neither
-slow headers nor a body dripping one byte at a time can outlast ``timeout_ms``, and
+slow headers nor a body dripping one byte at a time can outlast ``timeout``, and
 ``interrupt`` shuts the connection down under any read. A kept-alive connection that the
 server closed while it sat idle (the request fails before a single byte of reply) is
 replaced by a new one, once, at once.

@@ -5,7 +5,7 @@ the run's cancellation scope, the turn gate and a total deadline; every failure 
 HTTP stack leaves here as an ``LLMError`` naming the endpoint and the cause, with
 credentials shown as ``***``. Retries follow CONTRACT §8: 429/5xx and connection errors
 (a stream cut short is one), backoff with jitter, ``Retry-After`` in whole seconds up to
-``max_retry_after_s``, ``on_error`` overriding the decision; a timeout or a cancellation
+``max_retry_after`` seconds, ``on_error`` overriding the decision; a timeout or a cancellation
 is never retried.
 """
 
@@ -74,9 +74,9 @@ class Transport:
         secrets: tuple[str, ...] = (),
         session: requests.Session | None = None,
         retries: int = 2,
-        retry_base_ms: int = 500,
-        timeout_ms: int | None = None,
-        max_retry_after_s: float = 60,
+        retry_base: float = 0.5,
+        timeout: float | None = None,
+        max_retry_after: float = 60.0,
         on_error: Callable[[dict[str, Any]], str] | None = None,
         pool_size: int = 10,
     ) -> None:
@@ -84,9 +84,9 @@ class Transport:
         self.public_url = public_url(url)
         self._secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
         self._retries = max(0, retries)
-        self._retry_base_ms = retry_base_ms
-        self._timeout = timeout_ms / 1000 if timeout_ms else None
-        self._max_retry_after = max_retry_after_s
+        self._retry_base = retry_base
+        self._timeout = timeout or None
+        self._max_retry_after = max_retry_after
         self._on_error = on_error
         self._lease: LeaseKey | None = None
         self._route = self._choose_route(url, headers, session, pool_size)
@@ -223,14 +223,14 @@ class Transport:
                 attempt += 1
 
     def _retry_delay(self, reply: Any, attempt: int, error: LLMError) -> float:
-        """The wait before the next attempt; a ``Retry-After`` past ``max_retry_after_s``
+        """The wait before the next attempt; a ``Retry-After`` past ``max_retry_after``
         fails the call at once instead of sleeping."""
         headers = getattr(reply, "headers", None)
         asked = retry_after_seconds(headers.get("Retry-After")) if headers is not None else None
         if asked is not None and asked > self._max_retry_after:
-            cause = f"{error.cause}, Retry-After {asked:.0f}s exceeds max_retry_after_s={self._max_retry_after:g}"
+            cause = f"{error.cause}, Retry-After {asked:.0f}s exceeds max_retry_after={self._max_retry_after:g}"
             raise self._error(cause, status=error.status, excerpt=error.body_excerpt)
-        return _retry_delay(reply, attempt, self._retry_base_ms)
+        return _retry_delay(reply, attempt, self._retry_base)
 
     @contextlib.contextmanager
     def _registered(self, scope: CancelScope) -> Iterator[None]:
@@ -366,7 +366,7 @@ class Transport:
         excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
         if cause == "timed out":
             if self._timeout is not None:
-                cause = f"timed out (timeout_ms={self._timeout * 1000:g}: no complete reply in time)"
+                cause = f"timed out (timeout={self._timeout:g} s: no complete reply in time)"
             raise LLMTimeout(self._message(cause), status=None, body_excerpt=excerpt, url=self.public_url, cause=cause) from exc
         return True, None, self._error(cause, status=None, excerpt=excerpt)
 

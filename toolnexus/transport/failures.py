@@ -58,15 +58,15 @@ def retry_after_seconds(value: str | None) -> float | None:
     return None
 
 
-def _retry_delay(reply: Any, attempt: int, base_ms: int) -> float:
+def _retry_delay(reply: Any, attempt: int, base: float) -> float:
     """``reply`` is the failed response (anything with ``headers``), or None."""
     headers = getattr(reply, "headers", None)
     if headers is not None:
         seconds = retry_after_seconds(headers.get("Retry-After"))
         if seconds is not None:
             return seconds
-    backoff: float = base_ms * (2**attempt) / 1000
-    return backoff + random.uniform(0, base_ms / 1000)
+    backoff: float = base * (2**attempt)
+    return backoff + random.uniform(0, base)
 
 
 def check_framing(headers: Any) -> None:
