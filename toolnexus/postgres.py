@@ -88,6 +88,10 @@ class PostgresState(SqlState):
     def _qualified(self, sql: str) -> str:
         return _TABLE.sub(lambda m: f'{m.group(1)} "{self.schema}".tn_', sql)
 
+    def _catalog(self) -> set[str]:
+        rows = self.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?", (self.schema,))
+        return {str(row[0]) for row in rows}
+
     def _prepare_migration(self) -> None:
         """Concurrent first starts queue here instead of racing on CREATE TABLE."""
         self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
