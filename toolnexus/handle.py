@@ -35,6 +35,7 @@ from ._cancel import CancelScope
 from ._jobs import Job
 from .data import AgentResult, Answer, HandleView
 from .record import CLOSED, IDLE, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, closed_result, interrupted, stamp_path
+from .wire import to_wire
 
 __all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
 
@@ -70,6 +71,8 @@ class RecordStore(Protocol):
     def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]: ...
 
     def forget_turn(self, handle_id: str, serial: int) -> None: ...
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None: ...
 
 
 @attrs.define(eq=False)
@@ -195,6 +198,7 @@ class Handle:
                 raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
             self.record.transitions.append(f"{old}{ARROW}{new}")
             self.record.state = new
+            self.store.emit(self.record.id, "state", {"from": old, "to": new})
             self.changed.notify_all()
 
     def publish(self, result: AgentResult) -> None:
@@ -203,6 +207,7 @@ class Handle:
         with self.store.change(self):
             self.record.result = result
             self.record.settled += 1
+            self.store.emit(self.record.id, "result", {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}, result)
             self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
@@ -372,6 +377,7 @@ class Handle:
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
+            self.store.emit(self.record.id, "pending", {"request": to_wire(request)})
             self.move(SUSPENDED)
             self.publish(result)
             return result

@@ -23,6 +23,7 @@ from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallReco
 from .engine import ModelCall, ModelEngine, WireStyle
 from .record import Resume
 from .errors import Cancelled, LLMError, UnknownRequest
+from .events import RunEvents
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure, suspend
@@ -128,6 +129,8 @@ class RunSpec:
     continues: Resume | None = None
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
+    #: Where the run announces its steps to streams (``events.RunEvents``), if anywhere.
+    events: RunEvents | None = None
 
 
 @attrs.define
@@ -289,8 +292,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     started = time.perf_counter()
     try:
         with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
+            live = spec.events.live_call() if spec.events is not None else {}  # streaming mode while watched
             reply = engine.model.complete(
-                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate, while_waiting=while_waiting)
+                ModelCall(model=spec.model, system=spec.system, messages=state.messages, tools=tools, scope=spec.scope, gate=spec.gate, while_waiting=while_waiting, **live)
             )
             traced.reply(reply)
     except (LLMError, Cancelled):
@@ -302,6 +306,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
     elif spec.on_usage is not None:
         spec.on_usage(reply.usage)  # may raise Cancelled: the turn is no longer the handle's
+    if spec.events is not None:
+        spec.events.message(reply)
     state.turns = turn
     state.usage = state.usage + reply.usage
     if not reply.empty:  # an empty assistant message would make the transcript invalid
@@ -350,6 +356,8 @@ def _tool_phase(
     if spec.journal is not None:
         asked = _journaled(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
+    if spec.events is not None:
+        spec.events.calls(todo)  # before the journal's commit, which takes them along
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
@@ -503,6 +511,8 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
                 result = change["result"]
         if not isinstance(result.output, str):
             result = attrs.evolve(result, output=str(result.output))
+        if spec.events is not None:
+            spec.events.result(call, result)
         if spec.journal is not None:
             spec.journal.tool_done(begun.turn, call.id, result)
         traced.result(result)

@@ -28,6 +28,7 @@ from .dispatch import Dispatcher, Dispatching
 from . import journal
 from .data import HandleView, Request
 from .errors import ConfigError
+from .eventrows import StoredEvents
 from .handle import Handle, Turn
 from .ownership import Ownership
 from .record import HandleRecord, Resume, TaskEntry
@@ -56,6 +57,7 @@ class StoredTree:
         self._owns_store = owns_store
         self._local = threading.local()  # the handles the current unit of work touched
         self.conversations: ConversationStore = StateConversations(self)
+        self.stream_events = StoredEvents(store, runtime_id)
         self._let_go = False
 
     #: A stored tree outlives its runtime: another runtime may continue it.
@@ -70,8 +72,10 @@ class StoredTree:
         if outer:
             touched = self._local.touched = {}
             self._local.dirty = {}
+            self._local.events = []
         assert touched is not None
         changed: dict[str, Handle] = self._local.dirty
+        logged = None
         try:
             with self.store.transaction():
                 if outer:
@@ -83,21 +87,42 @@ class StoredTree:
                 if dirty:
                     changed.update((handle.id, handle) for handle in handles)
                 yield
-                if outer and changed:
+                if outer:
                     for handle in changed.values():
                         self._write(handle)
-                    self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
-            if outer and joins_host_transaction(self.store):
+                    logged = self._insert_events(touched)  # last: its counter row is the unit's last lock
+                    if changed or logged:
+                        self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
+            joined = outer and joins_host_transaction(self.store)
+            if joined:
                 for handle in touched.values():
                     handle.record.version = -1  # the host's transaction may still roll back: re-read next time
+            if logged:
+                self.stream_events.committed(logged, self._local.seen, kept=not joined)
         except BaseException:
             if outer:
                 for handle in touched.values():
                     handle.record.version = -1  # memory ran ahead of the store: re-read next time
+                self.stream_events.rolled_back()
             raise
         finally:
             if outer:
-                self._local.touched = self._local.dirty = None
+                self._local.touched = self._local.dirty = self._local.events = None
+
+    def _insert_events(self, touched: dict[str, Handle]) -> list[Any] | None:
+        """The unit's stream events (those its handles held first), numbered and inserted."""
+        events = self.stream_events.take(iter(touched)) + self._local.events
+        return self.stream_events.insert(events, self._local.seen) if events else None
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        events = getattr(self._local, "events", None)
+        if events is not None:
+            events.append((handle, kind, data, result))
+        elif now:
+            with self.change():
+                self._local.events.append((handle, kind, data, result))
+        else:
+            self.stream_events.hold(handle, (handle, kind, data, result))
 
     def sync(self, handle: Handle) -> None:
         touched = getattr(self._local, "touched", None)
@@ -340,6 +365,7 @@ class StoredTree:
         return Dispatching(dispatcher, self, tree, owner)
 
     def let_go(self, join_timeout: float) -> None:
+        self.stream_events.stop(join_timeout)
         if self._owns_store and not self._let_go:
             self._let_go = True
             self.store.close()

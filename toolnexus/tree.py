@@ -22,6 +22,7 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol
 from . import journal
 from .data import Request
 from .errors import ConfigError, UnknownHandle
+from .events import MemoryEvents, TreeEvents
 from .handle import Handle, Turn
 from .record import HandleRecord, Resume
 from .store import ConversationStore, InMemoryStore
@@ -113,6 +114,16 @@ class TreeStore(Protocol):
 
     def events(self) -> list[dict[str, Any]]: ...
 
+    # --- stream events (``events.py``): numbered per tree, durable with a state ------------
+
+    @property
+    def stream_events(self) -> TreeEvents:
+        """Where streams read the tree's events."""
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        """Record a stream event: inside a unit of work it commits with the unit; outside
+        one it waits for the next unit that touches ``handle`` (``now``: its own unit)."""
+
     # --- waiting, letting go -----------------------------------------------------------------
 
     def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
@@ -165,6 +176,7 @@ class MemoryTree:
         self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
         #: (handle id, serial) -> (segment, kind, step, call id) -> (status, payload)
         self._journal: dict[tuple[str, int], dict[tuple[int, str, int, str], tuple[str, Any]]] = {}
+        self.stream_events = MemoryEvents()
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING
@@ -246,6 +258,9 @@ class MemoryTree:
     def events(self) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(event) for event in self._events]
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        self.stream_events.log.append(handle, kind, data, result)
 
     def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
         handle.changed.wait(timeout)  # every change happens in this process, and notifies

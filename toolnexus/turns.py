@@ -18,6 +18,7 @@ from . import budget as budgets, loop, tracing
 from .agentdef import AgentDef
 from .data import AgentResult, RunResult, Usage
 from .errors import Cancelled
+from .events import RunEvents
 from .handle import Handle, Turn
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
@@ -169,6 +170,7 @@ class TurnRunner:
             continues=turn.resume,
             around_tool=self._around_tool,
             trace=self.trace,
+            events=RunEvents(handle.id, self._tree_store.emit, self._tree_store.stream_events.log),
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
