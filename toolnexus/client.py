@@ -14,16 +14,21 @@ import weakref
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
+import attrs
+
 from . import loop, tracing
+from ._cancel import CancelScope
 from ._closing import Held
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
-from .errors import ToolnexusError
+from .errors import ConfigError, ToolnexusError
+from .events import EventLog, MemoryEvents, RunEvents
 from .hooks import HooksLike
 from .loop import Engine, Hooks, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for
+from .streams import ClientRun, RunStream
 from .toolkit import Toolkit
 
 if TYPE_CHECKING:
@@ -128,8 +133,11 @@ class Client:
         Raises:
             LLMError: the model endpoint failed past the retries.
         """
-        messages = loop.initial_messages(self._engine.style, self._spec.system, history, prompt)
-        return self._measured(toolkit, lambda: loop.start(self._engine, self._spec, toolkit or Toolkit(), messages))
+        return self._run(self._spec, prompt, toolkit, history)
+
+    def _run(self, spec: RunSpec, prompt: str, toolkit: Toolkit | None, history: list[dict[str, Any]] | None) -> RunResult:
+        messages = loop.initial_messages(self._engine.style, spec.system, history, prompt)
+        return self._measured(toolkit, lambda: loop.start(self._engine, spec, toolkit or Toolkit(), messages))
 
     def ask(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None) -> RunResult:
         """``run`` with the conversation ``id`` loaded from and saved to the store.
@@ -137,13 +145,31 @@ class Client:
         Calls on one conversation run one after the other (each sees the last one's
         exchange); calls on different conversations run in parallel.
         """
+        return self._ask(self._spec, prompt, toolkit, id)
+
+    def _ask(self, spec: RunSpec, prompt: str, toolkit: Toolkit | None, id: str | None) -> RunResult:
         if id is None:
-            return self.run(prompt, toolkit)
+            return self._run(spec, prompt, toolkit, None)
         with self._guard.exclusive(self._store, id):
-            result = self.run(prompt, toolkit, history=self._store.get(id) or [])
+            result = self._run(spec, prompt, toolkit, self._store.get(id) or [])
             self._store.save(id, result.messages)
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
+
+    def stream(self, prompt: str, toolkit: Toolkit | None = None, *, id: str | None = None, output: Any = None) -> RunStream:
+        """``ask`` as a ``RunStream``: its events (``text`` as the model writes it, each
+        ``message``, ``tool_call``, ``tool_result``, ``retry``, a ``pending`` request, and
+        the ``result``) while the run goes on, on a thread of its own (inline: on the
+        iterating thread). ``stream.result`` is the ``RunResult``; closing the stream
+        early interrupts the run; an ``LLMError`` is raised by the iteration.
+        """
+        if output is not None:
+            # Typed output (§17) is built apart: once run and ask take output=, pass it on to _ask here.
+            raise ConfigError("output= needs typed output, which this Client does not have yet")
+        log = EventLog()
+        scope = CancelScope()
+        spec = attrs.evolve(self._spec, scope=scope, events=RunEvents(None, MemoryEvents(log).emit, log, always_live=True))
+        return ClientRun(lambda: self._ask(spec, prompt, toolkit, id), log, scope.cancel, inline=self.inline).start()
 
     def resume(
         self,
