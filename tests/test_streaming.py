@@ -503,12 +503,14 @@ def test_with_a_state_every_event_but_text_is_committed_with_a_serial_per_tree(c
     rt = durable_runtime(cleanup, state, runtime_id)
     events = run_in_thread(lambda: list(rt.stream_agent("lead", "go")), HANG)
     durable = [e for e in events if e.kind != "text"]
-    assert [int(e.id) for e in durable] == list(range(1, len(durable) + 1))  # this tree's own serial, from 1
+    serials = [int(e.id) for e in durable]
+    assert serials == sorted(set(serials)) and serials[0] <= 3  # this tree's own serial (the runtime's log shares it)
     other = durable_runtime(cleanup, state, fresh_id())
-    assert run_in_thread(lambda: [e.id for e in other.stream_agent("worker", "x") if e.kind != "text"][0], HANG) == "1"
-    kept = rt._tree.store.stream_events.read(0, 1000)
+    assert int(run_in_thread(lambda: [e.id for e in other.stream_agent("worker", "x") if e.kind != "text"][0], HANG)) <= 3
+    kept = [k for k in rt._tree.store.stream_events.read(0, 1000) if k.kind != "log"]
     assert [(str(k.serial), k.kind, k.handle, k.data) for k in kept[:-1]] == [(e.id, e.kind, e.handle, e.data) for e in durable]
     assert (kept[-1].kind, kept[-1].data) == ("state", {"from": "idle", "to": "closed"})  # stream_agent closed it after
+    assert [e["event"] for e in rt.events()] == ["spawn", "spawn", "spawn", "close", "close", "close"]
 
 
 def test_with_a_state_another_runtime_reads_every_durable_event_after_an_id_once(cleanup: Any, state: str) -> None:
@@ -533,7 +535,8 @@ def test_with_a_state_a_resume_in_another_runtime_is_followed_from_the_pending_r
     answerer.resume(make_answer(request.id, True))
     rest = run_in_thread(lambda: list(stream), HANG)
     assert stream.result.status == "done" and stream.result.text == "boss: asker: approved"
-    assert [int(e.id) for e in rest] == list(range(int(first[-1].id) + 1, int(first[-1].id) + 1 + len(rest)))
+    serials = [int(e.id) for e in rest]
+    assert serials == sorted(set(serials)) and serials[0] > int(first[-1].id)
     assert {e.kind for e in rest} >= {"state", "tool_result", "message", "result"} and "text" not in kinds(rest)
 
 

@@ -20,21 +20,23 @@ waits).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import threading
 import time
 from typing import Any, Iterator
 
-import contextlib
+import attrs
 
 from .data import AgentResult
 from .events import EventLog, Logged
 from .sql import StateStore
 from .wire import from_wire, to_wire
 
-#: Rows one statement inserts at most (seven parameters each).
+#: Rows one statement inserts at most (six parameters each).
 _BATCH = 100
-_COLUMNS = 7
+_COLUMNS = 6
 #: How long the watching thread waits for a change before it wakes the streams anyway.
 WATCH_S = 0.25
 
@@ -76,35 +78,49 @@ class StoredEvents:
                 found.extend(self._held.pop(handle_id, ()))
             return found
 
-    def insert(self, events: list[Pending], seen: int | None) -> list[Logged]:
-        """Number and insert ``events`` (inside the unit's transaction); ``seen`` is the
-        unit's count of other connections' commits, when the store keeps one."""
-        count = len(events)
-        if self._counted:
-            rows = self._store.execute(
-                "INSERT INTO tn_stream_serials AS s (runtime_id, last) VALUES (?, ?)"
-                " ON CONFLICT (runtime_id) DO UPDATE SET last = s.last + excluded.last RETURNING last",
-                (self._runtime_id, count),
-            )
-            base = int(rows[0][0]) - count
-        else:
-            with self._lock:
-                last = self._last
-            if last is not None and seen is not None and last[0] == seen:
-                base = last[1]  # nobody else committed since this process's last insert
-            else:
-                base = int(self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
+    def insert(self, events: list[Pending], seen: int | None, notice: str) -> list[Logged]:
+        """Number and insert ``events`` (inside the unit's transaction) and send the
+        commit's wake-up ``notice`` (``StateStore.notify``); ``seen`` is the unit's count of
+        other connections' commits, when the store keeps one."""
+        if self._counted and hasattr(self._store, "notice"):
+            return self._insert_counted(events, self._store.notice(notice))
+        self._store.notify(notice)
+        base = self._base(len(events), seen)
         now = time.time()
-        logged = [Logged(base + index, handle, kind, data, result) for index, (handle, kind, data, result) in enumerate(events, 1)]
-        for start in range(0, count, _BATCH):
-            chunk = logged[start : start + _BATCH]
-            params: list[Any] = []
-            for event in chunk:
-                result = _DUMPS(to_wire(event.result)) if event.result is not None else None
-                params += (self._runtime_id, event.serial, event.handle, event.kind, _DUMPS(event.data), result, now)
-            marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(chunk))
-            self._store.execute(f"INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, result, at) VALUES {marks}", params)
+        logged = []
+        params: list[Any] = []
+        for index, (handle, kind, data, result) in enumerate(events, 1):
+            logged.append(Logged(base + index, handle, kind, data, result))
+            params += (self._runtime_id, base + index, handle, kind, _body(kind, data, result), now)
+        step = _BATCH * _COLUMNS
+        for start in range(0, len(params), step):
+            chunk = params[start : start + step]
+            self._store.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
         return logged
+
+    def _insert_counted(self, events: list[Pending], notice: tuple[str, str]) -> list[Logged]:
+        """PostgreSQL: count, insert and notify in one statement (one round trip); the
+        counter row's lock, taken last, orders the commits of this tree."""
+        logged: list[Logged] = []
+        now = time.time()
+        for start in range(0, len(events), _BATCH):
+            chunk = events[start : start + _BATCH]
+            params: list[Any] = [self._runtime_id, len(chunk), self._runtime_id, len(chunk), now]
+            for index, (handle, kind, data, result) in enumerate(chunk, 1):
+                params += (index, handle, kind, _body(kind, data, result))
+            rows = self._store.execute(_counted_sql(len(chunk)), [*params, *notice])
+            last = int(rows[0][0])
+            base = last - len(chunk)
+            logged += [Logged(base + index, handle, kind, data, result) for index, (handle, kind, data, result) in enumerate(chunk, 1)]
+        return logged
+
+    def _base(self, count: int, seen: int | None) -> int:
+        """The serial before the ``count`` new ones (SQLite: one writer at a time)."""
+        with self._lock:
+            last = self._last
+        if last is not None and seen is not None and last[0] == seen:
+            return last[1]  # nobody else committed since this process's last insert
+        return int(self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
 
     def committed(self, logged: list[Logged], seen: int | None, *, kept: bool) -> None:
         """After the commit: the log learns the events (``kept``: this commit is final,
@@ -126,7 +142,7 @@ class StoredEvents:
 
     def read(self, after: int, limit: int) -> list[Logged]:
         rows = self._store.execute(
-            "SELECT serial, handle_id, kind, body, result FROM tn_stream WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
+            "SELECT serial, handle_id, kind, body FROM tn_stream WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
             (self._runtime_id, after, limit),
         )
         found = [_logged(row) for row in rows]
@@ -193,9 +209,59 @@ class StoredEvents:
             thread.join(join_timeout)
 
 
+@functools.lru_cache(maxsize=None)
+def _insert_sql(rows: int) -> str:
+    marks = ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
+    return f"INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, at) VALUES {marks}"
+
+
+@functools.lru_cache(maxsize=None)
+def _counted_sql(rows: int) -> str:
+    values = ", ".join(["(CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))"] * rows)
+    return (
+        "WITH counted AS (INSERT INTO tn_stream_serials AS c (runtime_id, last) VALUES (?, ?)"
+        " ON CONFLICT (runtime_id) DO UPDATE SET last = c.last + excluded.last RETURNING last),"
+        " added AS (INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, at)"
+        f" SELECT CAST(? AS TEXT), counted.last - ? + v.k, v.handle_id, v.kind, v.body, CAST(? AS DOUBLE PRECISION) FROM counted, (VALUES {values}) AS v (k, handle_id, kind, body))"
+        " SELECT last, pg_notify(?, ?) FROM counted"
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _state_body(old: str, new: str) -> str:
+    return _DUMPS({"from": old, "to": new})
+
+
+def _body(kind: str, data: dict[str, Any], result: Any) -> str:
+    """An event's row body: its data; for a ``result``, the whole result (the data is
+    part of it)."""
+    if kind == "state":
+        return _state_body(data["from"], data["to"])
+    if kind == "result" and result is not None:
+        return _DUMPS(_result_body(result))
+    return _DUMPS(data)
+
+
+def _result_body(result: AgentResult) -> dict[str, Any]:
+    """The result a ``result`` event announces, as its row keeps it (by hand: this runs
+    for every settled turn, and the converter's general path costs more)."""
+    body: dict[str, Any] = {}
+    for name in _RESULT_FIELDS:
+        value = getattr(result, name)
+        if value is not None:
+            body[name] = value if isinstance(value, (str, int, float, bool)) else to_wire(value)
+    return body
+
+
+_RESULT_FIELDS = tuple(field.name for field in attrs.fields(AgentResult) if field.name != "runtime")
+
+
 def _logged(row: tuple[Any, ...]) -> Logged:
-    serial, handle, kind, body, result = row
-    return Logged(int(serial), handle, kind, _json(body), from_wire(AgentResult, _json(result)) if result is not None else None)
+    serial, handle, kind, body = row
+    data = _json(body)
+    if kind != "result" or "is_error" not in data:
+        return Logged(int(serial), handle, kind, data)
+    return Logged(int(serial), handle, kind, {key: data.get(key) for key in ("status", "text", "total_tokens")}, from_wire(AgentResult, data))
 
 
 def _json(value: Any) -> Any:

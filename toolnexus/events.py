@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 #: Durable events (and, apart, text pieces) a log keeps in memory.
 MAX_EVENTS = 10_000
 
+#: The kind of a state's rows that hold the runtime's own log (``Runtime.events``): they
+#: are numbered among the stream events, and no stream yields them.
+LOG = "log"
+
 #: ``emit(handle, kind, data, result=None, now=False)``: record one durable event.
 Emit = Callable[..., None]
 
@@ -53,6 +57,7 @@ class Text:
     """One text piece: it comes after durable event ``base``, as the ``k``-th since."""
 
     __slots__ = ("base", "k", "handle", "delta")
+    kind = "text"
 
     def __init__(self, base: int, k: int, handle: str | None, delta: str) -> None:
         self.base = base
@@ -92,8 +97,7 @@ class EventLog:
         self.serial = 0
         self._k = 0  # text pieces (and other ephemeral ids) since ``serial``
         self._keep = keep
-        self._durable: dict[int, Logged] = {}
-        self._order: collections.deque[int] = collections.deque()
+        self._durable: dict[int, Logged] = {}  # in serial order, as they were kept
         self._text: collections.deque[Text] = collections.deque(maxlen=keep)
         self._version = 0
         self._foreign = 0  # wake-ups that may stand for another process's commits
@@ -146,10 +150,10 @@ class EventLog:
             self._bump()
 
     def _keep_durable(self, event: Logged) -> None:
-        self._durable[event.serial] = event
-        self._order.append(event.serial)
-        while len(self._order) > self._keep:
-            self._durable.pop(self._order.popleft(), None)
+        durable = self._durable
+        durable[event.serial] = event
+        if len(durable) > self._keep:
+            del durable[next(iter(durable))]  # the oldest kept
 
     def _bump(self) -> None:
         self._version += 1
@@ -186,16 +190,12 @@ class EventLog:
     def kept_after(self, serial: int, limit: int) -> list[Logged]:
         """Kept durable events after ``serial``, over any gap the memory bound left."""
         with self._lock:
-            return [self._durable[s] for s in self._order if s > serial][:limit]
+            return sorted((event for s, event in self._durable.items() if s > serial), key=lambda event: event.serial)[:limit]
 
     def turn_start(self, handle_id: str) -> int | None:
         """The serial of the event that began ``handle_id``'s latest turn, if kept here."""
-        with self._lock:
-            for serial in reversed(self._order):
-                event = self._durable.get(serial)
-                if event is not None and starts_turn(event, handle_id):
-                    return serial
-        return None
+        with self._lock:  # kept mostly in serial order; events read from a state may come later
+            return max((serial for serial, event in self._durable.items() if starts_turn(event, handle_id)), default=None)
 
     def wait(self, version: int, timeout: float | None) -> None:
         """Return once the log changed after ``version`` (or after ``timeout`` seconds)."""
@@ -292,13 +292,14 @@ class MemoryEvents:
 class RunEvents:
     """Where one run's loop hands its events (``RunSpec.events``), for one handle."""
 
-    __slots__ = ("handle", "_emit", "_log", "_always")
+    __slots__ = ("handle", "_emit", "_log", "_always", "_plain")
 
     def __init__(self, handle: str | None, emit: Emit, log: EventLog, *, always_live: bool = False) -> None:
         self.handle = handle
         self._emit = emit
         self._log = log
         self._always = always_live
+        self._plain: dict[str, Any] | None = None
 
     def live_call(self) -> dict[str, Any]:
         """The ``ModelCall`` options for the next model call: streaming mode (``on_text``)
@@ -306,7 +307,9 @@ class RunEvents:
         in the request)."""
         if self._always or self._log.live(self.handle):
             return {"on_text": self.text, "on_retry": self.retry}
-        return {"on_retry": self.retry}
+        if self._plain is None:
+            self._plain = {"on_retry": self.retry}
+        return self._plain
 
     def text(self, delta: str) -> None:
         self._log.text(self.handle, delta)

@@ -130,7 +130,11 @@ class PostgresState(SqlState):
 
     def notify(self, payload: str) -> None:
         """Wake waiters in every process once the current transaction commits."""
-        self.execute("SELECT pg_notify(?, ?)", (CHANNEL, f"{self._sender}|{payload}"[:7000]))
+        self.execute("SELECT pg_notify(?, ?)", self.notice(payload))
+
+    def notice(self, payload: str) -> tuple[str, str]:
+        """``pg_notify``'s arguments for ``payload``, for a statement that sends it itself."""
+        return CHANNEL, f"{self._sender}|{payload}"[:7000]
 
     def foreign_commits(self) -> int | None:
         """A count of the commits other stores announced, or ``None`` without a listener.

@@ -79,8 +79,8 @@ _SCHEMA = [
     # orders PostgreSQL's commits. Added tables only: a store written without them reads on.
     """CREATE TABLE IF NOT EXISTS tn_stream (
         runtime_id TEXT NOT NULL, serial BIGINT NOT NULL, handle_id TEXT, kind TEXT NOT NULL,
-        body TEXT NOT NULL, result TEXT, at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (runtime_id, serial))""",
+        body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, serial)){without_rowid}""",
     """CREATE TABLE IF NOT EXISTS tn_stream_serials (runtime_id TEXT PRIMARY KEY, last BIGINT NOT NULL)""",
 ]
 
@@ -151,7 +151,8 @@ class SqlState:
             if found == SCHEMA_VERSION and not self._missing():
                 return  # nothing to create: no DDL, whose table locks would wait on running units
             for statement in _SCHEMA[1:]:
-                self.execute(statement.format(serial=self.serial_column))
+                # SQLite keeps a table without a rowid in one b-tree: one write per event row.
+                self.execute(statement.format(serial=self.serial_column, without_rowid=" WITHOUT ROWID" if self.dialect == "sqlite" else ""))
             if found is None:
                 self.execute("INSERT INTO tn_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif found < SCHEMA_VERSION:

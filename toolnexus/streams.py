@@ -25,7 +25,7 @@ from typing import Any, Callable, Protocol
 from . import _jobs
 from .data import AgentResult, Event
 from .errors import ToolnexusError
-from .events import EventLog, Logged, MemoryEvents, Text, TreeEvents
+from .events import LOG, EventLog, Logged, MemoryEvents, Text, TreeEvents
 from .handle import CLOSED, RUNNING, SUSPENDED, Handle, closed_result
 from .waiting import Waiter, runnable
 
@@ -108,7 +108,7 @@ class Watch:
         items.sort(key=lambda item: item[0])
         for key, item in items:
             self._serial, self._k = key
-            if self._mine(item.handle):
+            if item.kind != LOG and self._mine(item.handle):
                 self._queue.append(item.event())
             if isinstance(item, Logged) and self._ends(item):
                 self.ended = True
