@@ -21,8 +21,9 @@ under the root (``support.1``):
 - ``POST /runs`` ``{"prompt": "...", "agent"?: "..."}`` starts a run: ``202 {"run",
   "status": "running", "url", "events"}`` (with ``?wait=S``: up to S seconds for its
   first result, then as ``GET``).
-- ``GET /runs/<run>?wait=S``: ``200 {"run", "state", "status", "result", "pending"?}`` once
-  it has settled or asks for an answer, ``202 {"status": "running"}`` until then.
+- ``GET /runs/<run>?wait=S``: ``200 {"run", "state", "status", "result", "pending"?,
+  "tree"}`` once it has settled or asks for an answer, ``202 {"status": "running", "tree"}``
+  until then (an inline runtime runs the turn in the request, to its end).
 - ``POST /runs/<run>/answer`` with an ``Answer`` (``{"id", "ok", "data"?, "reason"?}``):
   ``202`` while the run goes on (``200`` with its result inline); ``404`` no such run;
   ``409`` when it waits for no answer, for another one, or another worker's answer won
@@ -39,13 +40,13 @@ import importlib
 import inspect
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import flask
 
 from . import sse
 from .agent import Agent
-from .data import AgentResult, Answer
+from .data import AgentResult, Answer, HandleView
 from .errors import HandleClosed, SpawnError, StateError, ToolnexusError, UnknownHandle, UnknownRequest, WireError
 from .runtime import ROOT, Runtime
 from .streams import parse_after
@@ -81,14 +82,27 @@ class Toolnexus:
     """The extension: ``Toolnexus(app)`` or ``Toolnexus()`` then ``init_app(app)``.
 
     ``registry`` and ``runtime_options`` override the app's ``TOOLNEXUS_*`` config;
-    ``url_prefix`` (``None``: no routes) is where the blueprint's routes go.
+    ``runtime_factory`` (called once per process) builds the runtime instead, for an app
+    that shares its construction with other processes (Celery workers, say); ``entry`` is
+    the agent a run starts by default; ``url_prefix`` (``None``: no routes) is where the
+    blueprint's routes go.
     """
 
-    def __init__(self, app: flask.Flask | None = None, *, registry: Any = None, entry: str | None = None, url_prefix: str | None = "/runs", **runtime_options: Any) -> None:
+    def __init__(
+        self,
+        app: flask.Flask | None = None,
+        *,
+        registry: Any = None,
+        entry: str | None = None,
+        url_prefix: str | None = "/runs",
+        runtime_factory: Callable[[], Runtime] | None = None,
+        **runtime_options: Any,
+    ) -> None:
         unknown = sorted(set(runtime_options) - _keywords())
         if unknown:
             raise ToolnexusError(f"Toolnexus: unknown option(s) {', '.join(unknown)}; the options are Runtime's keywords")
         self._registry = registry
+        self._factory = runtime_factory
         self._entry = entry
         self._url_prefix = url_prefix
         self._options = runtime_options
@@ -121,6 +135,8 @@ class Toolnexus:
         return float(app.config.get("TOOLNEXUS_MAX_WAIT_S", MAX_WAIT_S))
 
     def _build(self, app: flask.Flask) -> Runtime:
+        if self._factory is not None:
+            return self._factory()
         options = {key: app.config[f"TOOLNEXUS_{key.upper()}"] for key in _keywords() if f"TOOLNEXUS_{key.upper()}" in app.config}
         options.update(self._options)
         for key in IMPORTABLE:
@@ -190,9 +206,11 @@ def _wait_s() -> float | None:
 
 
 def _view(run: str, result: AgentResult | None, state: str) -> flask.Response:
-    """A run as JSON: ``200`` once it settled or asks for an answer, ``202`` while it runs."""
+    """A run as JSON: ``200`` once it settled or asks for an answer, ``202`` while it runs;
+    ``tree`` lists its handles (``HandleView``), parents first."""
     settled = result is not None and result.status != "timeout"
     body: dict[str, Any] = {"run": run, "state": state, "status": result.status if settled and result is not None else "running"}
+    body["tree"] = [to_wire(view) for view in _subtree(_rt(), _PREFIX + run)]
     if settled and result is not None:
         body["result"] = to_wire(result)
         if result.pending is not None:
@@ -202,6 +220,11 @@ def _view(run: str, result: AgentResult | None, state: str) -> flask.Response:
     if not settled:
         response.headers["Location"] = flask.url_for(".show", run=run)
     return response
+
+
+def _subtree(rt: Runtime, handle_id: str) -> list[HandleView]:
+    view = rt.inspect(handle_id)
+    return [view] + [each for child in view.children for each in _subtree(rt, child)]
 
 
 def start() -> flask.Response:
@@ -234,8 +257,9 @@ def show(run: str) -> flask.Response:
     """``GET /runs/<run>?wait=S``: the run's latest result (waiting up to S seconds for one)."""
     rt, handle = _rt(), _handle_id(run)
     state = rt.inspect(handle).state
-    result = rt.wait(handle, timeout=_wait_s() or 0)
-    return _view(run, result, rt.inspect(handle).state if result.status == "timeout" else state)
+    # Inline, the request runs the turn itself: to its end (a timeout would interrupt it).
+    result = rt.wait(handle) if rt.inline and state == "running" else rt.wait(handle, timeout=_wait_s() or 0)
+    return _view(run, result, rt.inspect(handle).state)
 
 
 def answer(run: str) -> flask.Response:
