@@ -366,6 +366,20 @@ def test_a_streamed_call_cut_short_is_retried_and_announced_by_a_retry_event(ser
         rt.close(rt.root)
 
 
+def test_a_team_on_the_anthropic_style_streams_its_text_too(servers: Any) -> None:
+    from _rawserver import anthropic_events, stream
+
+    server = servers(lambda ex: stream(ex, anthropic_events(["Bon", "jour"], tokens=9)))
+    rt = Runtime({"teller": AgentDef("teller", "tells")}, base_url=server.base_url, model="c", style="anthropic", api_key="sk-test")
+    try:
+        events = run_in_thread(lambda: list(rt.stream_agent("teller", "go")), HANG)
+        assert [(e.kind, e.data.get("delta")) for e in events if e.kind == "text"] == [("text", "Bon"), ("text", "jour")]
+        assert next(e for e in events if e.kind == "message").data["text"] == "Bonjour"
+        assert json.loads(server.last_request.partition(b"\r\n\r\n")[2])["stream"] is True
+    finally:
+        rt.close(rt.root)
+
+
 # --- the client ---------------------------------------------------------------------------
 
 

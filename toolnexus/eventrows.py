@@ -187,6 +187,13 @@ class StoredEvents:
             with self._lock:
                 self._watchers -= 1
 
+    def wait(self, version: int, timeout: float | None, *, here: bool = False) -> None:
+        if not here:
+            self.log.wait(version, timeout)  # the watching thread wakes it
+            return
+        self._store.wait_change(WATCH_S if timeout is None else max(0.0, min(timeout, WATCH_S)))
+        self.log.poke(foreign=True)
+
     def _watch(self) -> None:
         while True:
             with self._lock:

@@ -258,6 +258,10 @@ class TreeEvents(Protocol):
     def watching(self) -> Any:
         """A context kept while a stream waits: events of other processes reach the log."""
 
+    def wait(self, version: int, timeout: float | None, *, here: bool = False) -> None:
+        """Wait for the log to change after ``version`` (``here``: this thread also waits
+        for other processes' commits, as no watching thread does)."""
+
 
 class _Nothing:
     def __enter__(self) -> None:
@@ -287,6 +291,9 @@ class MemoryEvents:
 
     def watching(self) -> Any:
         return _Nothing()
+
+    def wait(self, version: int, timeout: float | None, *, here: bool = False) -> None:
+        self.log.wait(version, timeout)
 
 
 class RunEvents:

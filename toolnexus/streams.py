@@ -54,8 +54,11 @@ class Watch:
     of them when ``handle`` is None) after ``cursor``, until ``until``'s first result (any
     result when ``until`` is None and ``any_result``)."""
 
-    def __init__(self, events: TreeEvents, handle: str | None, cursor: tuple[int, int], *, until: str | None, any_result: bool = False) -> None:
+    def __init__(self, events: TreeEvents, handle: str | None, cursor: tuple[int, int], *, until: str | None, any_result: bool = False, here: bool = False) -> None:
         self.events = events
+        #: The iterating thread itself waits for other processes' commits (inline: no
+        #: thread of the library's does).
+        self.here = here
         self.log: EventLog = events.log
         self._handle = handle
         self._prefix = f"{handle}/" if handle is not None else None
@@ -88,7 +91,7 @@ class Watch:
         return self._queue.popleft() if self._queue else None
 
     def wait(self, timeout: float | None) -> None:
-        self.log.wait(self._version, timeout)
+        self.events.wait(self._version, timeout, here=self.here)
 
     def _fill(self) -> bool:
         """Read what is there after the cursor; whether the cursor moved."""
@@ -156,7 +159,8 @@ class RunStream:
         self._closed = False
         self._finished = False
         self._held = contextlib.ExitStack()
-        self._held.enter_context(watch.events.watching())  # other processes' events wake it
+        if not watch.here:
+            self._held.enter_context(watch.events.watching())  # other processes' events wake it
         self.result: Any = None
 
     def __repr__(self) -> str:
@@ -280,7 +284,7 @@ class Streams:
             if cursor is None:  # closed, and nothing of its turns is kept: nothing to come
                 with handle.lock:
                     return ended_stream(events, closed_result(handle.record))
-        watch = Watch(events, handle.id, cursor, until=handle.id)
+        watch = Watch(events, handle.id, cursor, until=handle.id, here=self._inline)
         log = events.log
         log.watch(handle.id)
         watched = [handle.id]
