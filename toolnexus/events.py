@@ -299,14 +299,13 @@ class MemoryEvents:
 class RunEvents:
     """Where one run's loop hands its events (``RunSpec.events``), for one handle."""
 
-    __slots__ = ("handle", "_emit", "_log", "_always", "_plain")
+    __slots__ = ("handle", "_emit", "_log", "_always")
 
     def __init__(self, handle: str | None, emit: Emit, log: EventLog, *, always_live: bool = False) -> None:
         self.handle = handle
         self._emit = emit
         self._log = log
         self._always = always_live
-        self._plain: dict[str, Any] | None = None
 
     def live_call(self) -> dict[str, Any]:
         """The ``ModelCall`` options for the next model call: streaming mode (``on_text``)
@@ -314,9 +313,7 @@ class RunEvents:
         in the request)."""
         if self._always or self._log.live(self.handle):
             return {"on_text": self.text, "on_retry": self.retry}
-        if self._plain is None:
-            self._plain = {"on_retry": self.retry}
-        return self._plain
+        return {"on_retry": self.retry}  # (not kept: a bound method kept here would be a cycle)
 
     def text(self, delta: str) -> None:
         self._log.text(self.handle, delta)

@@ -458,21 +458,12 @@ class Runtime:
         return result
 
     def stream(self, h: Handle | str, *, after: str | None = None, timeout: float | None = None) -> RunStream:
-        """Watch ``h`` and its subtree: their events after the event id ``after`` (or from
-        the start of ``h``'s current turn, or of its next one when it is idle) until
-        ``h``'s first result after that point; ``timeout`` (seconds) ends the stream with
-        a ``result`` of status ``timeout``. Closing the stream only stops watching; while
-        it watches, the model calls of ``h``'s subtree stream their text.
-
-        Raises:
-            ToolnexusError: ``after`` is not an event id.
-        """
+        """The events of ``h``'s subtree after event id ``after`` (or from the start of its
+        current turn, or its next one) until ``h``'s result: see ``streams.Streams.watch``."""
         return self._streams.watch(self._tree.get(h), after, timeout)
 
     def stream_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> RunStream:
-        """``run_agent`` as a stream: spawn ``name`` under the root, wake it on ``prompt``,
-        yield its subtree's events until its result (a pending one leaves it open for
-        ``resume``); closing the stream early, or ``timeout``, interrupts the run."""
+        """``run_agent`` as a stream: see ``streams.Streams.run_agent``."""
         return self._streams.run_agent(name, prompt, timeout)
 
     # --- interrupt, resume, close -----------------------------------------------------------

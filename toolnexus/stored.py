@@ -366,7 +366,7 @@ class StoredTree:
             handle.lock.acquire()
 
     def forget_handle(self, handle_id: str) -> None:
-        pass  # the state keeps it, readable by id
+        self.stream_events.take(iter((handle_id,)))  # the state keeps the handle, readable by id; events held for it go
 
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return Ownership(self, owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat)

@@ -275,8 +275,15 @@ class Streams:
         self._inline = inline
 
     def watch(self, handle: Handle, after: str | None, timeout: float | None, finish: Finish | None = None) -> RunStream:
-        """``Runtime.stream``: the events of ``handle``'s subtree after ``after`` (or from the
-        start of its current turn, or of its next one), until its first result."""
+        """``Runtime.stream``: watch ``handle`` and its subtree, their events after the event
+        id ``after`` (or from the start of its current turn, or of its next one when it is
+        idle) until its first result after that point; ``timeout`` (seconds) ends the
+        stream with a ``result`` of status ``timeout``. Closing the stream only stops
+        watching; while it watches, the model calls of the subtree stream their text.
+
+        Raises:
+            ToolnexusError: ``after`` is not an event id.
+        """
         events = self._events
         cursor = parse_after(after)
         if cursor is None:
@@ -307,8 +314,9 @@ class Streams:
 
     def run_agent(self, name: str, prompt: str, timeout: float | None, finish: Finish | None = None) -> RunStream:
         """``Runtime.stream_agent``: spawn ``name`` under the root, wake it on ``prompt`` and
-        stream it; a result other than ``pending`` closes it, closing the stream early (or
-        running out of time) interrupts it first."""
+        yield its subtree's events until its result; a result other than ``pending`` closes
+        it (a pending one leaves it open for ``resume``); closing the stream early, or
+        running out of time, interrupts it first."""
         team = self._team
         handle = team.spawn(team.root, name)
 
