@@ -602,3 +602,33 @@ def test_with_a_state_a_reconnect_gets_text_of_turns_running_here_and_each_durab
     again = run_in_thread(lambda: list(rt.stream(handle, after=seen[-1].id)), HANG) if rt.inspect(handle).state != "closed" else []
     durable = [e.id for e in seen + again if e.kind != "text"]
     assert len(durable) == len(set(durable))
+
+
+# --- Server-Sent Events ---------------------------------------------------------------------
+
+
+def test_sse_frames_are_id_event_and_one_line_of_json_with_keep_alives_in_silences(cleanup: Any) -> None:
+    from toolnexus import sse
+
+    gate = threading.Event()
+    cleanup.events_to_set(gate)
+    rt = cleanup.runtime(team.registry(lambda: gate.wait(HANG)), generate=team.model())
+    handle = rt.spawn(rt.root, "slow")
+    rt.wake(handle, "go\nwith a second line")
+    frames = sse.stream(rt, handle, heartbeat_s=0.05)
+    head = run_in_thread(lambda: [next(frames) for _ in range(4)], HANG)
+    assert head[0].startswith(b"id: 1\nevent: state\ndata: {") and head[0].endswith(b"}\n\n") and head[0].count(b"\n") == 4
+    assert json.loads(head[0].split(b"data: ", 1)[1]) == {"kind": "state", "handle": "root/slow.1", "id": "1", "data": {"from": "idle", "to": "running"}}
+    assert sse.KEEP_ALIVE in run_in_thread(lambda: [next(frames) for _ in range(3)], HANG)  # the tool blocks: silence
+    gate.set()
+    rest = run_in_thread(lambda: list(frames), HANG)
+    assert b"event: result\n" in rest[-1]  # and the frames end after the result
+    assert sse.HEADERS == {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def test_sse_refuses_a_bad_last_event_id_before_the_first_frame(cleanup: Any) -> None:
+    from toolnexus import ToolnexusError, sse
+
+    rt = lead_runtime(cleanup)
+    with pytest.raises(ToolnexusError, match="not an event id"):
+        sse.stream(rt, rt.root, last_event_id="drop table")
