@@ -97,7 +97,8 @@ class EventLog:
         self.serial = 0
         self._k = 0  # text pieces (and other ephemeral ids) since ``serial``
         self._keep = keep
-        self._durable: dict[int, Logged] = {}  # in serial order, as they were kept
+        self._durable: dict[int, Logged] = {}
+        self._order: collections.deque[int] = collections.deque()  # the kept serials, oldest first
         self._text: collections.deque[Text] = collections.deque(maxlen=keep)
         self._version = 0
         self._foreign = 0  # wake-ups that may stand for another process's commits
@@ -150,10 +151,10 @@ class EventLog:
             self._bump()
 
     def _keep_durable(self, event: Logged) -> None:
-        durable = self._durable
-        durable[event.serial] = event
-        if len(durable) > self._keep:
-            del durable[next(iter(durable))]  # the oldest kept
+        self._durable[event.serial] = event
+        self._order.append(event.serial)
+        if len(self._order) > self._keep:
+            self._durable.pop(self._order.popleft(), None)  # the first kept goes first
 
     def _bump(self) -> None:
         self._version += 1
