@@ -14,7 +14,11 @@ model calls (turns), tokens and wall time:
   delegated to a real teammate and the run ended without an error;
 - ``suspend-resume``: a tool that needs an approval; passes when the run stops
   ``pending``, and ``Client.resume`` runs the approved call once and the server accepts
-  the continued transcript.
+  the continued transcript;
+- ``stream``: the ``team`` scenario through ``Runtime.stream_agent`` (the server's
+  streaming mode); passes when text events came before the result, each model step's
+  pieces join up to exactly its ``message`` text, and the run ended without an error. The
+  detail has the time to the first text event and the events read.
 
 A small local model may fail the ``team`` scenario on its own merits; a failure with an
 HTTP error in the detail is what this script is for. Exit status: 0 when all pass.
@@ -112,10 +116,48 @@ def suspend_resume(options: dict[str, Any], style: str, params: dict[str, Any]) 
     return Outcome(passed, first.turns + resumed.turns, first.usage.total_tokens + resumed.usage.total_tokens, detail)
 
 
+def streamed_team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
+    registry = {
+        "lead": AgentDef(
+            "lead",
+            "Plans the work and delegates it",
+            soul="Delegate research and writing with the task tool, then combine the results.",
+            team=["researcher", "writer"],
+            budget=Budget(max_turns=4, max_tokens=40_000),
+        ),
+        "researcher": AgentDef("researcher", "Finds the key facts about a topic", budget=Budget(max_turns=2)),
+        "writer": AgentDef("writer", "Writes short, plain prose from notes", budget=Budget(max_turns=2)),
+    }
+    pieces: dict[str, list[str]] = {}
+    joined_ok, first_ms, events, texts = True, None, 0, 0
+    began = time.perf_counter()
+    with Runtime(registry, **options, request_params={**params, "tool_choice": forced(style, "task")}) as rt:
+        with rt.stream_agent("lead", "A paragraph on the Rust borrow checker") as stream:
+            for event in stream:
+                events += 1
+                handle = event.handle or ""
+                if event.kind == "text":
+                    texts += 1
+                    first_ms = first_ms if first_ms is not None else (time.perf_counter() - began) * 1000
+                    pieces.setdefault(handle, []).append(event.data["delta"])
+                elif event.kind == "retry":
+                    pieces.pop(handle, None)
+                elif event.kind == "message":
+                    joined_ok &= "".join(pieces.pop(handle, [])) == event.data["text"]
+        result = stream.result
+        tokens = rt.inspect(rt.root).tokens
+    streamed_before_end = texts > 0 and result is not None
+    passed = streamed_before_end and joined_ok and result.status != "error"
+    first = f"{first_ms:.0f}ms" if first_ms is not None else "-"
+    detail = f"status={result.status if result else '-'} first_text={first} events={events} text_events={texts} joined={'ok' if joined_ok else 'MISMATCH'}"
+    return Outcome(passed, result.turns if result else 0, tokens, detail)
+
+
 SCENARIOS: dict[str, Callable[[dict[str, Any], str, dict[str, Any]], Outcome]] = {
     "tool-loop": tool_loop,
     "team": team,
     "suspend-resume": suspend_resume,
+    "stream": streamed_team,
 }
 
 
