@@ -497,6 +497,33 @@ def test_agent_stream_carries_its_runtime_on_the_result() -> None:
     lead.close()
 
 
+def test_closing_an_agent_stream_early_interrupts_the_run_and_closes_its_runtime(closing: Any) -> None:
+    from toolnexus import agent
+
+    server = closing(ScriptedLLMServer(responder_by_model({}, default={"text": story(50)}), stream_gap_s=1.0))
+    teller = agent("teller", does="tells")
+    stream = teller.stream("go", base_url=server.base_url, model="m")
+    run_in_thread(lambda: next(e for e in stream if e.kind == "text"), HANG)
+    began = time.monotonic()
+    stream.close()
+    assert time.monotonic() - began < 0.5
+    assert stream.result is None and list(stream) == []
+    teller.close()
+
+
+def test_an_inline_client_stream_runs_on_the_iterating_thread(closing: Any) -> None:
+    seen: list[str] = []
+
+    def generate(request: dict[str, Any]) -> dict[str, Any]:
+        seen.append(threading.current_thread().name)
+        return {"content": "here"}
+
+    client = Client(generate=generate, model="m", inline=True)
+    events = run_in_thread(lambda: (list(client.stream("go")), threading.current_thread().name), HANG)
+    assert kinds(events[0]) == ["text", "message", "result"] and seen == [events[1]]
+    client.close()
+
+
 # --- with a state: durable ids, across processes ---------------------------------------------
 
 from _durable_team import state  # noqa: E402,F401 - the fixture: a SQLite file, or PostgreSQL
