@@ -107,13 +107,20 @@ class EventLog:
 
     # --- what happens -----------------------------------------------------------------------
 
-    def append(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None) -> None:
-        """A durable event of a tree only this process holds: numbered here."""
+    def append(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        """A durable event of a tree only this process holds: numbered here (the signature
+        of ``TreeStore.emit``: every run's events pass here, so it is kept short)."""
         with self._lock:
-            self.serial += 1
+            serial = self.serial = self.serial + 1
             self._k = 0
-            self._keep_durable(Logged(self.serial, handle, kind, data, result))
-            self._bump()
+            self._durable[serial] = Logged(serial, handle, kind, data, result)
+            order = self._order
+            order.append(serial)
+            if len(order) > self._keep:
+                self._durable.pop(order.popleft(), None)
+            self._version += 1
+            if self._waiting:
+                self._changed.notify_all()
 
     def add(self, events: Iterable[Logged]) -> None:
         """Durable events with their serials, committed (or read) by this process."""
@@ -277,9 +284,8 @@ class MemoryEvents:
 
     def __init__(self, log: EventLog | None = None) -> None:
         self.log = log if log is not None else EventLog()
-
-    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
-        self.log.append(handle, kind, data, result)
+        #: Record one event (``TreeStore.emit``): numbered in the log at once.
+        self.emit: Emit = self.log.append
 
     def read(self, after: int, limit: int) -> list[Logged]:
         return self.log.kept_after(after, limit)

@@ -177,6 +177,7 @@ class MemoryTree:
         #: (handle id, serial) -> (segment, kind, step, call id) -> (status, payload)
         self._journal: dict[tuple[str, int], dict[tuple[int, str, int, str], tuple[str, Any]]] = {}
         self.stream_events = MemoryEvents()
+        self.emit = self.stream_events.emit  # every event of every run goes through here: no frame in between
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING
@@ -258,9 +259,6 @@ class MemoryTree:
     def events(self) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(event) for event in self._events]
-
-    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
-        self.stream_events.log.append(handle, kind, data, result)
 
     def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
         handle.changed.wait(timeout)  # every change happens in this process, and notifies
