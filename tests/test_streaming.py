@@ -659,3 +659,21 @@ def test_sse_refuses_a_bad_last_event_id_before_the_first_frame(cleanup: Any) ->
     rt = lead_runtime(cleanup)
     with pytest.raises(ToolnexusError, match="not an event id"):
         sse.stream(rt, rt.root, last_event_id="drop table")
+
+
+def test_with_a_state_no_text_piece_of_many_teammates_writing_at_once_is_lost(closing: Any, tmp_path: Any) -> None:
+    words = " ".join(f"w{i}" for i in range(12))
+    calls = [(f"t{i}", "task", {"agent": "worker", "prompt": f"part {i}"}) for i in range(12)]
+    server = closing(ScriptedLLMServer(responder_by_model({"m-lead": [{"calls": calls}]}, default={"text": words})))
+    rt = Runtime(team.registry(), base_url=server.base_url, model="m", state=str(tmp_path / "many.db"), max_workers=16)
+    try:
+        events = run_in_thread(lambda: list(rt.stream_agent("lead", "go")), HANG)
+        pieces: dict[str | None, list[str]] = {}
+        for event in events:
+            if event.kind == "text":
+                pieces.setdefault(event.handle, []).append(event.data["delta"])
+            elif event.kind == "message" and event.data["text"]:
+                assert "".join(pieces.pop(event.handle, [])) == event.data["text"], event.handle
+        assert len([e for e in events if e.kind == "message"]) == 14
+    finally:
+        rt.close(rt.root)

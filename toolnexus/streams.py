@@ -97,17 +97,20 @@ class Watch:
         """Read what is there after the cursor; whether the cursor moved."""
         snap = self.log.snapshot(self._serial, self._k, LIMIT)
         self._version = snap.version
-        durable = snap.durable
+        durable, texts = snap.durable, snap.texts
         last = durable[-1].serial if durable else self._serial
-        known = max(snap.serial, snap.texts[-1].base if snap.texts else 0)
+        known = max(snap.serial, texts[-1].base if texts else 0)
         if len(durable) < LIMIT and (last < known or snap.foreign != self._foreign):
             self._foreign = snap.foreign
-            more = self.events.read(last, LIMIT - len(durable))
+            more = self.events.read(last, LIMIT - len(durable))  # the log knows of them now
             if more:
                 durable = durable + more
                 last = more[-1].serial
+                # Text written meanwhile was numbered before the log knew of these events:
+                # take it again, or it would sort behind the cursor and be lost.
+                texts = self.log.snapshot(self._serial, self._k, 0).texts
         items: list[tuple[tuple[int, int], Logged | Text]] = [((event.serial, 0), event) for event in durable]
-        items += [((piece.base, piece.k), piece) for piece in snap.texts if piece.base <= last]
+        items += [((piece.base, piece.k), piece) for piece in texts if piece.base <= last]
         items.sort(key=lambda item: item[0])
         for key, item in items:
             self._serial, self._k = key
