@@ -75,8 +75,8 @@ def test_answers_land_on_either_worker_and_every_run_finishes_once(server: Any) 
     base, _ = server
     runs = 6
     with ThreadPoolExecutor(max_workers=runs) as pool:
-        started = list(pool.map(lambda _: call(base, "POST", "/runs", {"prompt": "Please refund my order"}), range(runs)))
-    assert all(status == 202 for status, _, _ in started), started
+        started = list(pool.map(lambda _: call(base, "POST", "/runs?wait=20", {"prompt": "Please refund my order"}), range(runs)))
+    assert all(status == 200 and body["status"] == "pending" for status, body, _ in started), started
     ids = [body["run"] for _, body, _ in started]
     assert len(set(ids)) == runs  # distinct handles in the one stored tree
     starters = {body["run"]: pid for _, body, pid in started}
@@ -87,7 +87,10 @@ def test_answers_land_on_either_worker_and_every_run_finishes_once(server: Any) 
 
     def answer(item: tuple[int, dict[str, Any], int]) -> tuple[int, dict[str, Any], int]:
         _, body, _ = item
-        return call(base, "POST", f"/runs/{body['run']}/answer", {"id": body["pending"]["id"], "ok": True})
+        status, accepted, pid = call(base, "POST", f"/runs/{body['run']}/answer", {"id": body["pending"]["id"], "ok": True})
+        assert status == 202, accepted
+        shown = call(base, "GET", f"/runs/{body['run']}?wait=20")  # the worker that took the answer runs the rest
+        return shown[0], shown[1], pid
 
     with ThreadPoolExecutor(max_workers=runs) as pool:
         answered = list(pool.map(answer, started))
