@@ -25,12 +25,12 @@ import functools
 import json
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import attrs
 
 from .data import AgentResult
-from .events import EventLog, Logged
+from .events import LOG, EventLog, Logged
 from .sql import StateStore
 from .wire import from_wire, to_wire
 
@@ -77,6 +77,14 @@ class StoredEvents:
             for handle_id in handles:
                 found.extend(self._held.pop(handle_id, ()))
             return found
+
+    def insert_unit(self, touched: Iterable[str], made: list[Pending], seen: int | None, notice: str) -> list[Logged] | None:
+        """A unit of work's events (first those its ``touched`` handles held, then those it
+        ``made``), numbered and inserted with the commit's wake-up ``notice``; ``None`` when
+        it has none (the caller sends the wake-up). The unit's last statement: on
+        PostgreSQL the counter row's lock, which orders the commits, is its last lock."""
+        events = self.take(iter(touched)) + made
+        return self.insert(events, seen, notice) if events else None
 
     def insert(self, events: list[Pending], seen: int | None, notice: str) -> list[Logged]:
         """Number and insert ``events`` (inside the unit's transaction) and send the
@@ -164,6 +172,13 @@ class StoredEvents:
             if _json(body).get("to") == "running":
                 return int(serial)
         return None
+
+    def runtime_log(self) -> list[dict[str, Any]]:
+        """The runtime's own log (``Runtime.events``): its rows among the stream events,
+        after those of the table a store written before kept them in."""
+        older = self._store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self._runtime_id,))
+        rows = self._store.execute(f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,))
+        return [_json(row[0]) for row in older + rows]
 
     def last(self) -> int:
         rows = self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))

@@ -40,16 +40,7 @@ __all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "
 
 ARROW = "\u2192"
 
-_ALLOWED = frozenset(
-    {
-        (IDLE, RUNNING),
-        (RUNNING, IDLE),
-        (RUNNING, SUSPENDED),
-        (SUSPENDED, RUNNING),
-        (SUSPENDED, IDLE),
-        (IDLE, CLOSED),
-    }
-)
+_ALLOWED = frozenset({(IDLE, RUNNING), (RUNNING, IDLE), (RUNNING, SUSPENDED), (SUSPENDED, RUNNING), (SUSPENDED, IDLE), (IDLE, CLOSED)})
 
 
 class IllegalTransition(RuntimeError):

@@ -309,7 +309,6 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     started = time.perf_counter()
     try:
         with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
-            live = spec.events.live_call() if spec.events is not None else {}  # streaming mode while watched
             reply = engine.model.complete(
                 ModelCall(
                     model=spec.model,
@@ -320,7 +319,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     gate=spec.gate,
                     while_waiting=while_waiting,
                     request_params=spec.request_params,
-                    **live,
+                    **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )
             )
             traced.reply(reply)

@@ -112,7 +112,7 @@ class StoredTree:
                 for handle in changed.values():
                     self._write(handle)
                 notice = f"{self.runtime_id}|{','.join(changed)}"  # one wake-up per commit
-                logged = self._insert_events(touched, notice)  # last: its counter row is the unit's last lock
+                logged = self.stream_events.insert_unit(touched, self._local.events, self._local.seen, notice)  # last: see there
                 if changed and not logged:
                     self.store.notify(notice)
             joined = joins_host_transaction(self.store)
@@ -128,12 +128,6 @@ class StoredTree:
             raise
         finally:
             self._local.touched = self._local.dirty = self._local.events = None
-
-    def _insert_events(self, touched: dict[str, Handle], notice: str) -> list[Any] | None:
-        """The unit's stream events (those its handles held first), numbered and inserted
-        with the commit's wake-up ``notice``."""
-        events = self.stream_events.take(iter(touched)) + self._local.events
-        return self.stream_events.insert(events, self._local.seen, notice) if events else None
 
     def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
         events = getattr(self._local, "events", None)
@@ -349,9 +343,7 @@ class StoredTree:
         self.emit(event["handle"], LOG, event, now=True)
 
     def events(self) -> list[dict[str, Any]]:
-        older = self.store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self.runtime_id,))  # a store written before
-        rows = self.store.execute(f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self.runtime_id,))
-        return [_json(row[0]) for row in older + rows]
+        return self.stream_events.runtime_log()
 
     def get_messages(self, conversation_id: str) -> list[dict[str, Any]] | None:
         rows = self.store.execute(
