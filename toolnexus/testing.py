@@ -13,7 +13,8 @@ with keep-alive, always sends Content-Length and sets TCP_NODELAY on accepted so
 so a client's pooled connection is reused and no Nagle/delayed-ACK stalls distort timings.
 A request with ``"stream": true`` gets the same reply as an event stream (chunked): the
 text word by word, ``stream_gap_s`` apart, then the tool calls, the finish reason, the
-usage (when ``stream_options.include_usage`` asks) and ``[DONE]``.
+usage (when ``stream_options.include_usage`` asks) and ``[DONE]``; on ``/messages``, the
+anthropic style's events (``message_start`` ... ``message_stop``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "tool_call_completion",
     "responder_by_model",
     "stream_chunks",
+    "anthropic_events",
 ]
 
 
@@ -137,7 +139,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, reply = self.server.owner._answer(body)
         if status == 200 and body.get("stream") is True:
-            self._send_stream(reply, bool((body.get("stream_options") or {}).get("include_usage")))
+            anthropic = self.path.split("?", 1)[0].rstrip("/").endswith("/messages")
+            chunks = anthropic_events(reply) if anthropic else stream_chunks(reply, usage=bool((body.get("stream_options") or {}).get("include_usage")))
+            self._send_stream(chunks, named=anthropic)
             return
         self._send_json(status, reply)
 
@@ -152,18 +156,21 @@ class _Handler(BaseHTTPRequestHandler):
             length = 0
         return self.rfile.read(length) if length > 0 else b""
 
-    def _send_stream(self, reply: dict[str, Any], usage: bool) -> None:
-        """``reply`` (a chat completion) as a chunked event stream, its text word by word."""
+    def _send_stream(self, chunks: list[tuple[dict[str, Any] | bytes, str]], *, named: bool) -> None:
+        """A reply's streamed form (``stream_chunks``, or ``anthropic_events``, whose frames
+        are ``named`` by their type) as a chunked event stream, its text pieces
+        ``stream_gap_s`` apart."""
         owner = self.server.owner
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for index, (chunk, piece) in enumerate(stream_chunks(reply, usage=usage)):
+        for index, (chunk, piece) in enumerate(chunks):
             if piece and index > 1 and owner.stream_gap_s > 0 and owner._closing.wait(owner.stream_gap_s):
                 return  # closing: the stream is cut short
-            data = b"data: " + (chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode()) + b"\n\n"
+            name = b"event: %s\n" % str(chunk.get("type")).encode() if named and isinstance(chunk, dict) else b""
+            data = name + b"data: " + (chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode()) + b"\n\n"
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
             if piece:
@@ -206,6 +213,30 @@ def stream_chunks(reply: dict[str, Any], *, usage: bool = True) -> list[tuple[di
         chunks.append(({**head, "choices": [], "usage": reply["usage"]}, ""))
     chunks.append((b"[DONE]", ""))
     return chunks
+
+
+def anthropic_events(reply: dict[str, Any]) -> list[tuple[dict[str, Any] | bytes, str]]:
+    """An anthropic-style message as the events of its streamed form, each with the text
+    piece it carries: ``message_start`` (with the input usage), each content block (text
+    word by word, a tool call's input as one ``input_json_delta``), ``message_delta`` (the
+    stop reason and the output tokens) and ``message_stop``."""
+    usage = dict(reply.get("usage") or {})
+    output_tokens = usage.pop("output_tokens", 0)
+    head = {key: value for key, value in reply.items() if key not in ("content", "stop_reason", "usage")}
+    events: list[tuple[dict[str, Any] | bytes, str]] = [({"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}}, "")]
+    for index, block in enumerate(reply.get("content") or ()):
+        if block.get("type") == "text":
+            events.append(({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}, ""))
+            for piece in re.findall(r"\s*\S+\s*|\s+", block.get("text") or ""):
+                events.append(({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}, piece))
+        else:
+            events.append(({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}, ""))
+            partial = json.dumps(block.get("input") or {})
+            events.append(({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}, ""))
+        events.append(({"type": "content_block_stop", "index": index}, ""))
+    events.append(({"type": "message_delta", "delta": {"stop_reason": reply.get("stop_reason") or "end_turn", "stop_sequence": None}, "usage": {"output_tokens": output_tokens}}, ""))
+    events.append(({"type": "message_stop"}, ""))
+    return events
 
 
 class _HTTPServer(ThreadingHTTPServer):
