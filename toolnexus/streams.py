@@ -27,6 +27,7 @@ from .data import AgentResult, Event
 from .errors import ToolnexusError
 from .events import LOG, EventLog, Logged, MemoryEvents, Text, TreeEvents
 from .handle import CLOSED, RUNNING, SUSPENDED, Handle, closed_result
+from .output import typed_result
 from .waiting import Waiter, runnable
 
 #: Events one read takes at most.
@@ -311,6 +312,8 @@ class Streams:
                 with handle.lock:
                     handle.sync()
                     result = closed_result(handle.record)
+            elif result is not None:
+                result = typed_result(handle.definition, result)  # a typed value read from a state: as its type
             return finish(result) if finish is not None else result
 
         return RunStream(watch, timeout=timeout, timed_out=lambda: self._timeout_result(handle), drive=self._driver(handle), finish=finished, after_close=stop_watching)
@@ -356,7 +359,7 @@ class Streams:
 
     def _timeout_result(self, handle: Handle) -> AgentResult:
         with handle.lock:
-            return AgentResult(text="", status="timeout", total_tokens=handle.record.tokens, handle_id=handle.id)
+            return AgentResult(text="", status="timeout", total_tokens=handle.record.tokens, cost=handle.record.cost, handle_id=handle.id)
 
     def _driver(self, handle: Handle) -> Drive | None:
         """Inline (or on a thread that runs a job): the iterating thread runs the watched
