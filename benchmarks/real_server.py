@@ -105,8 +105,9 @@ def tool_loop(options: dict[str, Any], style: str, params: dict[str, Any]) -> Ou
     return Outcome(passed, result.turns, result.usage.total_tokens, detail)
 
 
-def team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
-    registry = {
+def team_registry() -> dict[str, AgentDef]:
+    """The ``team`` and ``stream`` scenarios' team: a lead and two teammates."""
+    return {
         "lead": AgentDef(
             "lead",
             "Plans the work and delegates it",
@@ -117,6 +118,10 @@ def team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome
         "researcher": AgentDef("researcher", "Finds the key facts about a topic", budget=Budget(max_turns=2)),
         "writer": AgentDef("writer", "Writes short, plain prose from notes", budget=Budget(max_turns=2)),
     }
+
+
+def team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
+    registry = team_registry()
     with Runtime(registry, **options, request_params={**params, "tool_choice": forced(style, "task")}) as rt:
         handle = rt.spawn(rt.root, "lead")
         rt.wake(handle, "A paragraph on the Rust borrow checker")
@@ -267,17 +272,7 @@ def resume_once(options: dict[str, Any], style: str, params: dict[str, Any], run
 
 
 def streamed_team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
-    registry = {
-        "lead": AgentDef(
-            "lead",
-            "Plans the work and delegates it",
-            soul="Delegate research and writing with the task tool, then combine the results.",
-            team=["researcher", "writer"],
-            budget=Budget(max_turns=4, max_tokens=40_000),
-        ),
-        "researcher": AgentDef("researcher", "Finds the key facts about a topic", budget=Budget(max_turns=2)),
-        "writer": AgentDef("writer", "Writes short, plain prose from notes", budget=Budget(max_turns=2)),
-    }
+    registry = team_registry()
     pieces: dict[str, list[str]] = {}
     joined_ok, first_ms, events, texts = True, None, 0, 0
     began = time.perf_counter()

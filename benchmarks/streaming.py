@@ -209,7 +209,13 @@ VARIANTS: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], Non
 
 def measure_first_delta(base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
     """The TTFD of every variant, interleaved round-robin; medians, p90 and the ratio."""
-    built = {key: make(base_url) for key, (_, make) in VARIANTS.items()}
+    return interleaved(VARIANTS, base_url, n, warmup, expected)
+
+
+def interleaved(variants: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], None]]]]], base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
+    """Each variant's time to its first piece, the variants taking turns in a rotating
+    order; medians, p90 and each one's ratio over ``floor``."""
+    built = {key: make(base_url) for key, (_, make) in variants.items()}
     samples: dict[str, list[float]] = {key: [] for key in built}
     try:
         for rep in range(warmup + n):
@@ -224,7 +230,7 @@ def measure_first_delta(base_url: str, n: int, warmup: int, expected: str) -> di
     finally:
         for _, close in built.values():
             close()
-    rows = {key: {"label": VARIANTS[key][0], "median_ms": round(statistics.median(s), 3), "p90_ms": round(sorted(s)[int(0.9 * (len(s) - 1))], 3), "samples": len(s)} for key, s in samples.items()}
+    rows = {key: {"label": variants[key][0], "median_ms": round(statistics.median(s), 3), "p90_ms": round(sorted(s)[int(0.9 * (len(s) - 1))], 3), "samples": len(s)} for key, s in samples.items()}
     ratio = {key: round(rows[key]["median_ms"] / rows["floor"]["median_ms"], 2) for key in rows if key != "floor"}
     return {"variants": rows, "ratio_over_floor": ratio}
 
@@ -232,25 +238,28 @@ def measure_first_delta(base_url: str, n: int, warmup: int, expected: str) -> di
 # --- through a stream: the first ``text`` event of a run, and a team's events per second -----
 
 
+def first_text(start: Callable[[], Any]) -> tuple[float, str]:
+    """Start a stream and read it to its end: the seconds to its first ``text`` event, and
+    the text of all of them."""
+    begun = time.perf_counter()
+    first = None
+    text: list[str] = []
+    with start() as stream:
+        for event in stream:
+            if event.kind == "text":
+                if first is None:
+                    first = time.perf_counter() - begun
+                text.append(event.data["delta"])
+    assert first is not None
+    return first, "".join(text)
+
+
 def make_client_stream(base_url: str) -> tuple[Iteration, Callable[[], None]]:
     from toolnexus import Client
 
     client = Client(base_url=base_url, model=MODEL, api_key=API_KEY)
 
-    def once() -> tuple[float, str]:
-        begun = time.perf_counter()
-        first = None
-        text: list[str] = []
-        with client.stream("tell me a story") as stream:
-            for event in stream:
-                if event.kind == "text":
-                    if first is None:
-                        first = time.perf_counter() - begun
-                    text.append(event.data["delta"])
-        assert first is not None
-        return first, "".join(text)
-
-    return once, client.close
+    return lambda: first_text(lambda: client.stream("tell me a story")), client.close
 
 
 def make_runtime_stream(base_url: str) -> tuple[Iteration, Callable[[], None]]:
@@ -258,20 +267,7 @@ def make_runtime_stream(base_url: str) -> tuple[Iteration, Callable[[], None]]:
 
     rt = Runtime({"teller": AgentDef("teller", "tells stories")}, base_url=base_url, model=MODEL, api_key=API_KEY)
 
-    def once() -> tuple[float, str]:
-        begun = time.perf_counter()
-        first = None
-        text: list[str] = []
-        with rt.stream_agent("teller", "tell me a story") as stream:  # spawn, wake, stream, close
-            for event in stream:
-                if event.kind == "text":
-                    if first is None:
-                        first = time.perf_counter() - begun
-                    text.append(event.data["delta"])
-        assert first is not None
-        return first, "".join(text)
-
-    return once, lambda: rt.close(rt.root)
+    return lambda: first_text(lambda: rt.stream_agent("teller", "tell me a story")), lambda: rt.close(rt.root)  # spawn, wake, stream, close
 
 
 STREAM_VARIANTS: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], None]]]]] = {
@@ -283,24 +279,7 @@ STREAM_VARIANTS: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[
 
 def measure_first_event(base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
     """Time to the first ``text`` event through a stream, against the same raw floor."""
-    built = {key: make(base_url) for key, (_, make) in STREAM_VARIANTS.items()}
-    samples: dict[str, list[float]] = {key: [] for key in built}
-    try:
-        for rep in range(warmup + n):
-            keys = list(built)
-            shift = rep % len(keys)
-            for key in keys[shift:] + keys[:shift]:
-                seconds, text = built[key][0]()
-                if text != expected:
-                    raise RuntimeError(f"{key}: unexpected text {text!r}")
-                if rep >= warmup:
-                    samples[key].append(seconds * 1000)
-    finally:
-        for _, close in built.values():
-            close()
-    rows = {key: {"label": STREAM_VARIANTS[key][0], "median_ms": round(statistics.median(s), 3), "p90_ms": round(sorted(s)[int(0.9 * (len(s) - 1))], 3), "samples": len(s)} for key, s in samples.items()}
-    ratio = {key: round(rows[key]["median_ms"] / rows["floor"]["median_ms"], 2) for key in rows if key != "floor"}
-    return {"variants": rows, "ratio_over_floor": ratio}
+    return interleaved(STREAM_VARIANTS, base_url, n, warmup, expected)
 
 
 TEAM_CHILDREN = 32

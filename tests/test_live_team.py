@@ -8,9 +8,6 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,52 +15,23 @@ from typing import Any, Iterator
 
 import pytest
 
+from _gunicorn import free_port, serving
 from _services import missing
 
 pytest.importorskip("flask")
 pytest.importorskip("gunicorn")
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "live_team"
-STARTUP_S = 30.0
 #: The flags Chromium needs here: headless, no sandbox (root), and none of the background
 #: connections a closed network refuses.
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1200,1000")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def gunicorn(tmp_path: Path, *flags: str) -> Iterator[tuple[str, str]]:
     port = free_port()
     state = str(tmp_path / "runs.db")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "2", *flags, "-b", f"127.0.0.1:{port}", "--chdir", str(EXAMPLE), "--graceful-timeout", "5", f"app:offline_app({state!r}, gap_s=0.05)"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + STARTUP_S
-    while True:  # another process: poll until it accepts connections
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"gunicorn did not start: {proc.communicate()[0]}")
-            time.sleep(0.1)
-    try:
+    with serving(port, str(EXAMPLE), f"app:offline_app({state!r}, gap_s=0.05)", *flags):
         yield f"127.0.0.1:{port}", state
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
 
 
 @pytest.fixture
