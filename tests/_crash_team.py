@@ -29,7 +29,7 @@ if os.environ.get("TOOLNEXUS_TEST_CLOCK_SKEW"):  # this process's clock runs ahe
     _real_time = time.time
     time.time = lambda: _real_time() + _skew  # type: ignore[assignment]
 
-from toolnexus import AgentDef, Budget, Runtime, Tool, make_answer, make_request, suspend  # noqa: E402
+from toolnexus import AgentDef, Budget, Runtime, Tool, make_request, suspend  # noqa: E402
 from toolnexus.state import open_state  # noqa: E402
 from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
 from toolnexus.wire import to_wire  # noqa: E402

@@ -8,7 +8,6 @@ real interpreters started with ``subprocess``.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
