@@ -37,20 +37,42 @@ LOG = "log"
 Emit = Callable[..., None]
 
 
-class Logged:
-    """One durable event with its serial (and, for a ``result``, the whole result)."""
+class Logged(tuple[int, "str | None", str, "dict[str, Any]", Any]):
+    """One durable event with its serial (and, for a ``result``, the whole result).
 
-    __slots__ = ("serial", "handle", "kind", "data", "result")
+    A tuple, so that the log makes one without running any Python code: every event of
+    every run is one (``EventLog.append``)."""
 
-    def __init__(self, serial: int, handle: str | None, kind: str, data: dict[str, Any], result: Any = None) -> None:
-        self.serial = serial
-        self.handle = handle
-        self.kind = kind
-        self.data = data
-        self.result = result
+    __slots__ = ()
+
+    def __new__(cls, serial: int, handle: str | None, kind: str, data: dict[str, Any], result: Any = None) -> Logged:
+        return _TUPLE(cls, (serial, handle, kind, data, result))
+
+    @property
+    def serial(self) -> int:
+        return self[0]
+
+    @property
+    def handle(self) -> str | None:
+        return self[1]
+
+    @property
+    def kind(self) -> str:
+        return self[2]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self[3]
+
+    @property
+    def result(self) -> Any:
+        return self[4]
 
     def event(self) -> Event:
-        return Event(kind=self.kind, handle=self.handle, id=str(self.serial), data=self.data)
+        return Event(kind=self[2], handle=self[1], id=str(self[0]), data=self[3])
+
+
+_TUPLE = tuple.__new__
 
 
 class Text:
@@ -87,7 +109,8 @@ class EventLog:
 
     ``serial`` is the last durable serial known here (numbered here, committed here or
     read from the state). Every change bumps a version and wakes the streams waiting
-    for one.
+    for one. A log either numbers its events itself (``append``: a tree without a state,
+    a ``Client`` run) or learns them with their serials (``add``: a state's), never both.
     """
 
     def __init__(self, keep: int = MAX_EVENTS) -> None:
@@ -98,7 +121,7 @@ class EventLog:
         self._k = 0  # text pieces (and other ephemeral ids) since ``serial``
         self._keep = keep
         self._durable: dict[int, Logged] = {}
-        self._order: collections.deque[int] = collections.deque()  # the kept serials, oldest first
+        self._order: collections.deque[int] = collections.deque()  # the serials ``add`` kept, oldest first
         self._text: collections.deque[Text] = collections.deque(maxlen=keep)
         self._version = 0
         self._foreign = 0  # wake-ups that may stand for another process's commits
@@ -113,11 +136,10 @@ class EventLog:
         with self._lock:
             serial = self.serial = self.serial + 1
             self._k = 0
-            self._durable[serial] = Logged(serial, handle, kind, data, result)
-            order = self._order
-            order.append(serial)
-            if len(order) > self._keep:
-                self._durable.pop(order.popleft(), None)
+            durable = self._durable
+            durable[serial] = _TUPLE(Logged, (serial, handle, kind, data, result))
+            if serial > self._keep:  # numbered here one by one: the oldest kept is this far back
+                durable.pop(serial - self._keep, None)
             self._version += 1
             if self._waiting:
                 self._changed.notify_all()
