@@ -4,7 +4,7 @@
     python benchmarks/real_server.py --base-url http://127.0.0.1:8080 --model m --style anthropic
 
 Any OpenAI-compatible server (llama.cpp's llama-server, llama-cpp-python, vLLM, Ollama, a
-hosted API) or an anthropic-style one. Three scenarios, one line each with pass/fail,
+hosted API) or an anthropic-style one. Five scenarios, one line each with pass/fail,
 model calls (turns), tokens and wall time:
 
 - ``tool-loop``: a client with one tool and ``tool_choice`` forcing it; passes when the
@@ -15,6 +15,10 @@ model calls (turns), tokens and wall time:
 - ``suspend-resume``: a tool that needs an approval; passes when the run stops
   ``pending``, and ``Client.resume`` runs the approved call once and the server accepts
   the continued transcript;
+- ``stream``: the ``team`` scenario through ``Runtime.stream_agent`` (the server's
+  streaming mode); passes when text events came before the result, each model step's
+  pieces join up to exactly its ``message`` text, and the run ended without an error. The
+  detail has the time to the first text event and the events read;
 - ``typed-output``: ``--typed-runs`` runs (default 3) of a client with a ``lookup_order``
   tool and ``output=Decision`` (``refund: bool, amount: Decimal, reason: str``), with
   ``tool_choice`` left to the model; the line says how many runs ended with a valid value,
@@ -101,8 +105,9 @@ def tool_loop(options: dict[str, Any], style: str, params: dict[str, Any]) -> Ou
     return Outcome(passed, result.turns, result.usage.total_tokens, detail)
 
 
-def team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
-    registry = {
+def team_registry() -> dict[str, AgentDef]:
+    """The ``team`` and ``stream`` scenarios' team: a lead and two teammates."""
+    return {
         "lead": AgentDef(
             "lead",
             "Plans the work and delegates it",
@@ -113,6 +118,10 @@ def team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome
         "researcher": AgentDef("researcher", "Finds the key facts about a topic", budget=Budget(max_turns=2)),
         "writer": AgentDef("writer", "Writes short, plain prose from notes", budget=Budget(max_turns=2)),
     }
+
+
+def team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
+    registry = team_registry()
     with Runtime(registry, **options, request_params={**params, "tool_choice": forced(style, "task")}) as rt:
         handle = rt.spawn(rt.root, "lead")
         rt.wake(handle, "A paragraph on the Rust borrow checker")
@@ -262,6 +271,33 @@ def resume_once(options: dict[str, Any], style: str, params: dict[str, Any], run
     return Outcome(ok == len([line for line in lines if "no approval" not in line]) and ok > 0, 0, 0, f"{ok} of {runs} runs kept one writer, one publish, no second approval")
 
 
+def streamed_team(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
+    registry = team_registry()
+    pieces: dict[str, list[str]] = {}
+    joined_ok, first_ms, events, texts = True, None, 0, 0
+    began = time.perf_counter()
+    with Runtime(registry, **options, request_params={**params, "tool_choice": forced(style, "task")}) as rt:
+        with rt.stream_agent("lead", "A paragraph on the Rust borrow checker") as stream:
+            for event in stream:
+                events += 1
+                handle = event.handle or ""
+                if event.kind == "text":
+                    texts += 1
+                    first_ms = first_ms if first_ms is not None else (time.perf_counter() - began) * 1000
+                    pieces.setdefault(handle, []).append(event.data["delta"])
+                elif event.kind == "retry":
+                    pieces.pop(handle, None)
+                elif event.kind == "message":
+                    joined_ok &= "".join(pieces.pop(handle, [])) == event.data["text"]
+        result = stream.result
+        tokens = rt.inspect(rt.root).tokens
+    streamed_before_end = texts > 0 and result is not None
+    passed = streamed_before_end and joined_ok and result.status != "error"
+    first = f"{first_ms:.0f}ms" if first_ms is not None else "-"
+    detail = f"status={result.status if result else '-'} first_text={first} events={events} text_events={texts} joined={'ok' if joined_ok else 'MISMATCH'}"
+    return Outcome(passed, result.turns if result else 0, tokens, detail)
+
+
 SCENARIOS: dict[str, Callable[..., Outcome]] = {
     "resume-once": resume_once,
     "tool-loop": tool_loop,
@@ -269,9 +305,10 @@ SCENARIOS: dict[str, Callable[..., Outcome]] = {
     "suspend-resume": suspend_resume,
     "typed-output": typed_output,
     "raw-format": raw_format,
+    "stream": streamed_team,
 }
 #: What runs without ``--only``.
-DEFAULT = ("tool-loop", "team", "suspend-resume", "typed-output")
+DEFAULT = ("tool-loop", "team", "suspend-resume", "stream", "typed-output")
 
 
 def main(argv: list[str] | None = None) -> int:

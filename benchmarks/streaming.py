@@ -13,6 +13,14 @@ Variants, interleaved round-robin in one process so they share machine noise:
 * floor     -- a plain ``requests.Session().post(..., stream=True)`` read with ``iter_lines``
 
 Both read the whole stream in every iteration; only the first delta's time is the figure.
+
+* first-event: the same server, read through the library's streams: time from the start
+  of a run to its first ``text`` event in the consumer's hands, for ``Client.stream`` and
+  for ``Runtime.stream_agent`` (spawn, wake, stream, close per run), against the same
+  raw ``requests`` floor, interleaved.
+* team-events: events per second a consumer reads from ``Runtime.stream_agent`` over a
+  lead that delegates to 32 teammates in one step, each streaming its words (a scripted
+  server in a child process), in memory and on a SQLite state.
 The server runs in a child process by default (``--server inprocess`` keeps it here).
 
 Usage: ``python benchmarks/streaming.py [--n N] [--warmup W] [--deltas D] [--gap-ms G]
@@ -201,7 +209,13 @@ VARIANTS: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], Non
 
 def measure_first_delta(base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
     """The TTFD of every variant, interleaved round-robin; medians, p90 and the ratio."""
-    built = {key: make(base_url) for key, (_, make) in VARIANTS.items()}
+    return interleaved(VARIANTS, base_url, n, warmup, expected)
+
+
+def interleaved(variants: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], None]]]]], base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
+    """Each variant's time to its first piece, the variants taking turns in a rotating
+    order; medians, p90 and each one's ratio over ``floor``."""
+    built = {key: make(base_url) for key, (_, make) in variants.items()}
     samples: dict[str, list[float]] = {key: [] for key in built}
     try:
         for rep in range(warmup + n):
@@ -216,14 +230,129 @@ def measure_first_delta(base_url: str, n: int, warmup: int, expected: str) -> di
     finally:
         for _, close in built.values():
             close()
-    rows = {key: {"label": VARIANTS[key][0], "median_ms": round(statistics.median(s), 3), "p90_ms": round(sorted(s)[int(0.9 * (len(s) - 1))], 3), "samples": len(s)} for key, s in samples.items()}
+    rows = {key: {"label": variants[key][0], "median_ms": round(statistics.median(s), 3), "p90_ms": round(sorted(s)[int(0.9 * (len(s) - 1))], 3), "samples": len(s)} for key, s in samples.items()}
     ratio = {key: round(rows[key]["median_ms"] / rows["floor"]["median_ms"], 2) for key in rows if key != "floor"}
     return {"variants": rows, "ratio_over_floor": ratio}
 
 
-# A team-level figure (events per second of ``Runtime.stream`` over a delegating team)
-# joins ``MEASURES`` here once runs can be streamed; ``benchmark`` runs every entry.
-MEASURES: dict[str, Callable[[str, int, int, str], dict[str, Any]]] = {"first-delta": measure_first_delta}
+# --- through a stream: the first ``text`` event of a run, and a team's events per second -----
+
+
+def first_text(start: Callable[[], Any]) -> tuple[float, str]:
+    """Start a stream and read it to its end: the seconds to its first ``text`` event, and
+    the text of all of them."""
+    begun = time.perf_counter()
+    first = None
+    text: list[str] = []
+    with start() as stream:
+        for event in stream:
+            if event.kind == "text":
+                if first is None:
+                    first = time.perf_counter() - begun
+                text.append(event.data["delta"])
+    assert first is not None
+    return first, "".join(text)
+
+
+def make_client_stream(base_url: str) -> tuple[Iteration, Callable[[], None]]:
+    from toolnexus import Client
+
+    client = Client(base_url=base_url, model=MODEL, api_key=API_KEY)
+
+    return lambda: first_text(lambda: client.stream("tell me a story")), client.close
+
+
+def make_runtime_stream(base_url: str) -> tuple[Iteration, Callable[[], None]]:
+    from toolnexus import AgentDef, Runtime
+
+    rt = Runtime({"teller": AgentDef("teller", "tells stories")}, base_url=base_url, model=MODEL, api_key=API_KEY)
+
+    return lambda: first_text(lambda: rt.stream_agent("teller", "tell me a story")), lambda: rt.close(rt.root)  # spawn, wake, stream, close
+
+
+STREAM_VARIANTS: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], None]]]]] = {
+    "client": ("Client.stream, first text event", make_client_stream),
+    "runtime": ("Runtime.stream_agent, first text event", make_runtime_stream),
+    "floor": ("requests stream=True + iter_lines", make_floor),
+}
+
+
+def measure_first_event(base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
+    """Time to the first ``text`` event through a stream, against the same raw floor."""
+    return interleaved(STREAM_VARIANTS, base_url, n, warmup, expected)
+
+
+TEAM_CHILDREN = 32
+WORDS = 12
+
+
+def team_responder() -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The lead asks ``TEAM_CHILDREN`` teammates at once, then sums up; each teammate answers
+    with ``WORDS`` words (streamed word by word when asked)."""
+    from toolnexus.testing import text_completion, tool_call_completion
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("model") == "lead":
+            if any(m.get("role") == "tool" for m in body.get("messages") or ()):
+                return text_completion(body, "all done")
+            return tool_call_completion(body, [(f"t{i}", "task", {"agent": "worker", "prompt": f"part {i}"}) for i in range(TEAM_CHILDREN)])
+        return text_completion(body, " ".join(f"w{i}" for i in range(WORDS)))
+
+    return respond
+
+
+def serve_team() -> int:
+    from toolnexus.testing import ScriptedLLMServer
+
+    with ScriptedLLMServer(team_responder()) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()
+    return 0
+
+
+def measure_team_events(base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
+    """Events per second a consumer reads from ``Runtime.stream_agent`` over a lead that
+    delegates to 32 teammates at once (each streaming its words), in memory and on SQLite."""
+    import tempfile
+
+    from toolnexus import AgentDef, Runtime
+
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve-team"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    team_url = proc.stdout.readline().strip()
+    registry = {"lead": AgentDef("lead", "delegates", model="lead", team=("worker",)), "worker": AgentDef("worker", "answers", model="worker")}
+    folder = tempfile.mkdtemp(prefix="toolnexus-stream-bench-")
+    results: dict[str, Any] = {}
+    try:
+        for where in ("memory", "sqlite"):
+            options: dict[str, Any] = {"state": f"{folder}/team.db"} if where == "sqlite" else {}
+            rt = Runtime(registry, base_url=team_url, model="lead", api_key=API_KEY, max_workers=TEAM_CHILDREN + 4, **options)
+            rates, counts = [], []
+            try:
+                for rep in range(max(1, warmup // 10) + max(3, n // 20)):
+                    begun = time.perf_counter()
+                    with rt.stream_agent("lead", "go") as stream:
+                        count = sum(1 for _ in stream)
+                    if stream.result is None or stream.result.text != "all done":
+                        raise RuntimeError(f"team run ended {stream.result!r}")
+                    if rep >= max(1, warmup // 10):
+                        rates.append(count / (time.perf_counter() - begun))
+                        counts.append(count)
+            finally:
+                rt.release()
+            results[where] = {"events_per_run": statistics.median(counts), "events_per_s_median": round(statistics.median(rates)), "runs": len(rates)}
+    finally:
+        proc.stdin.close()
+        proc.wait(10)
+    return {"children": TEAM_CHILDREN, "words_per_child": WORDS, "stores": results}
+
+
+#: Every figure ``benchmark`` measures, each against the same streaming server.
+MEASURES: dict[str, Callable[[str, int, int, str], dict[str, Any]]] = {
+    "first-delta": measure_first_delta,
+    "first-event": measure_first_event,
+    "team-events": measure_team_events,
+}
 
 
 def benchmark(n: int, warmup: int, deltas: int, gap_ms: float, where: str) -> dict[str, Any]:
@@ -242,6 +371,16 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"{row['label']:<46}{row['median_ms']:>11.3f}{row['p90_ms']:>10.3f}")
     for key, ratio in first["ratio_over_floor"].items():
         lines.append(f"first-delta: {key} / floor (median): {ratio:.2f}x")
+    event = report["measures"]["first-event"]
+    lines += ["", "[first-event] time from the run's start to its first text event, through a stream", f"{'variant':<46}{'median ms':>11}{'p90 ms':>10}"]
+    for row in event["variants"].values():
+        lines.append(f"{row['label']:<46}{row['median_ms']:>11.3f}{row['p90_ms']:>10.3f}")
+    for key, ratio in event["ratio_over_floor"].items():
+        lines.append(f"first-event: {key} / floor (median): {ratio:.2f}x")
+    team = report["measures"]["team-events"]
+    lines += ["", f"[team-events] a lead delegating to {team['children']} teammates at once, {team['words_per_child']} streamed words each"]
+    for where, row in team["stores"].items():
+        lines.append(f"{where:<10} {row['events_per_s_median']:>8} events/s read through Runtime.stream_agent (median of {row['runs']} runs, {row['events_per_run']:.0f} events a run)")
     return "\n".join(lines)
 
 
@@ -254,9 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=["child", "inprocess"], default="child")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-team", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         return serve(int(args.serve[0]), float(args.serve[1]))
+    if args.serve_team:
+        return serve_team()
     report = benchmark(max(1, args.n), max(0, args.warmup), max(1, args.deltas), max(0.0, args.gap_ms), args.server)
     print(json.dumps(report) if args.json else render(report))
     return 0

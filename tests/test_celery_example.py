@@ -30,7 +30,7 @@ def example(pg_url: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.Mon
     app = web.create_app()
     yield app, workers
     workers.stop_all()
-    app.extensions["toolnexus"].release()
+    app.extensions["toolnexus"].let_go(app)
     for module in ("team", "tasks", "web"):
         sys.modules.pop(module, None)
 

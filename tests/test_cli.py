@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +320,37 @@ def test_live_tree_draws_changes_and_its_thread_ends(tty: bool) -> None:
     text = stream.getvalue()
     assert "root/a.1" in text
     assert ("\x1b[" in text) is tty
+
+
+def test_live_tree_on_a_terminal_shows_the_text_a_running_handle_s_model_wrote() -> None:
+    import threading
+
+    from toolnexus import Tool
+
+    gate = threading.Event()
+
+    def model(request: dict[str, Any]) -> dict[str, Any]:
+        if any(m.get("role") == "tool" for m in request["messages"]):
+            return {"content": "all done"}
+        return {"content": "Let me look that up", "tool_calls": [{"id": "c1", "name": "wait", "arguments": {}}]}
+
+    wait = Tool("wait", "waits", None, lambda args, ctx: "ok" if gate.wait(10) else "late")
+    rt = Runtime({"a": AgentDef("a", "does a", tools=[wait])}, generate=model)
+    terminal = FakeTTY()
+    try:
+        with LiveTree(rt, terminal):
+            handle = rt.spawn(rt.root, "a")
+            rt.wake(handle, "go")
+            deadline = time.monotonic() + 10
+            while "> Let me look that up" not in terminal.getvalue():
+                assert time.monotonic() < deadline, terminal.getvalue()
+                time.sleep(0.02)  # the tree is redrawn every 0.1 s: look again
+            gate.set()
+            assert rt.wait(handle, timeout=10).text == "all done"
+        assert not any(t.name.startswith("toolnexus-tree") for t in threading.enumerate())
+    finally:
+        gate.set()
+        rt.close(rt.root)
 
 
 def test_approver_decisions() -> None:

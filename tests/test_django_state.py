@@ -155,3 +155,32 @@ def test_a_yes_that_comes_after_the_expiry_is_answered_expired(runtimes):
     asked = rt.run_agent("clerk", "refund please")
     result = approvals.answer(make_answer(asked.pending.id, True), rt=rt)
     assert result.text.startswith("expired: Refund 80?")
+
+
+def test_a_view_streams_an_inline_run_as_server_sent_events_on_its_own_thread(runtimes):
+    from django.http import StreamingHttpResponse
+
+    from toolnexus import sse
+
+    seen = []
+
+    def watched_model(request):
+        seen.append(threading.current_thread().name)
+        return model(request)
+
+    rt = build_runtime(registry=TEAM, generate=watched_model, model="m", state="django")  # inline by default
+    try:
+        before = {thread.name for thread in threading.enumerate()}
+        with transaction.atomic():  # the view's transaction covers the run
+            handle = rt.spawn(rt.root, "clerk")
+            rt.wake(handle, "refund please")  # inline: admitted; the iteration runs it
+            response = StreamingHttpResponse(sse.stream(rt, handle), headers=sse.HEADERS)
+            body = b"".join(response.streaming_content).decode()
+        assert response["Content-Type"] == "text/event-stream" and response["X-Accel-Buffering"] == "no"
+        kinds = [line.removeprefix("event: ") for line in body.splitlines() if line.startswith("event: ")]
+        assert kinds[:3] == ["state", "message", "tool_call"] and kinds[-3:] == ["pending", "state", "result"]
+        assert set(seen) == {threading.current_thread().name}
+        assert {thread.name for thread in threading.enumerate()} - before == set()  # no library thread
+        assert rt.inspect(handle).state == "suspended"
+    finally:
+        conf.let_go(rt)

@@ -30,7 +30,7 @@ example = _load_example()
 def app() -> Any:
     app = example.create_app(generate=example.scripted_model())
     yield app
-    app.extensions["toolnexus"].close()
+    app.extensions["toolnexus"].let_go(app)
 
 
 @pytest.fixture
@@ -39,12 +39,17 @@ def client(app: Any) -> Any:
 
 
 def start_refund(client: Any) -> tuple[str, dict[str, Any]]:
-    started = client.post("/runs", json={"prompt": "Please refund order A-1001."})
-    assert started.status_code == 202, started.get_json()
+    started = client.post("/runs?wait=5", json={"prompt": "Please refund order A-1001."})
+    assert started.status_code == 200, started.get_json()
     body = started.get_json()
     assert body["status"] == "pending"
-    assert started.headers["Location"] == f"/runs/{body['run']}"
     return body["run"], body["pending"]
+
+
+def finished(client: Any, run: str) -> dict[str, Any]:
+    shown = client.get(f"/runs/{run}?wait=5")
+    assert shown.status_code == 200, shown.get_json()
+    return dict(shown.get_json())
 
 
 def test_pending_then_answer_then_done(client: Any) -> None:
@@ -55,15 +60,15 @@ def test_pending_then_answer_then_done(client: Any) -> None:
     assert set(pending) <= {"id", "kind", "prompt", "url", "data", "expiresAt"}
 
     shown = client.get(f"/runs/{run}")
-    assert shown.status_code == 202 and shown.get_json()["pending"]["id"] == pending["id"]
+    assert shown.status_code == 200 and shown.get_json()["pending"]["id"] == pending["id"]
+    assert [h["id"] for h in shown.get_json()["tree"]] == [f"root/{run}", f"root/{run}/billing.1"]
 
-    done = client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True})
-    assert done.status_code == 200, done.get_json()
-    body = done.get_json()
+    accepted = client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True})
+    assert accepted.status_code == 202, accepted.get_json()
+    body = finished(client, run)
     assert body["status"] == "done" and body["run"] == run
     assert body["result"]["status"] == "done"
     assert body["result"]["text"] == "Dear customer, refunded 19.90 EUR on order A-1001."
-    assert client.get(f"/runs/{run}").get_json()["status"] == "done"
 
 
 def test_wrong_answer_id_is_409_and_the_run_can_still_be_answered(client: Any) -> None:
@@ -73,9 +78,8 @@ def test_wrong_answer_id_is_409_and_the_run_can_still_be_answered(client: Any) -
     assert "does not match" in wrong.get_json()["error"]
     assert wrong.get_json()["pending"]["id"] == pending["id"]
 
-    right = client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True})
-    assert right.status_code == 200
-    assert right.get_json()["result"]["status"] == "done"
+    assert client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 202
+    assert finished(client, run)["result"]["status"] == "done"
 
 
 def test_an_answer_for_another_run_does_not_touch_it(client: Any) -> None:
@@ -83,21 +87,23 @@ def test_an_answer_for_another_run_does_not_touch_it(client: Any) -> None:
     second, second_pending = start_refund(client)
     crossed = client.post(f"/runs/{first}/answer", json={"id": second_pending["id"], "ok": True})
     assert crossed.status_code == 409
-    assert client.get(f"/runs/{second}").status_code == 202  # still waiting
+    assert client.get(f"/runs/{second}").get_json()["status"] == "pending"  # still waiting
     for run, pending in ((first, first_pending), (second, second_pending)):
-        assert client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 200
+        assert client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 202
+        assert finished(client, run)["status"] == "done"
 
 
 def test_decline(client: Any) -> None:
     run, pending = start_refund(client)
     declined = client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": False, "reason": "declined"})
-    assert declined.status_code == 200
-    assert "declined: Refund 19.90 EUR" in declined.get_json()["result"]["text"]
+    assert declined.status_code == 202
+    assert "declined: Refund 19.90 EUR" in finished(client, run)["result"]["text"]
 
 
 def test_answering_a_finished_run_is_409(client: Any) -> None:
     run, pending = start_refund(client)
-    assert client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 200
+    assert client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 202
+    finished(client, run)
     again = client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True})
     assert again.status_code == 409
 
@@ -108,7 +114,7 @@ def test_unknown_run_is_404(client: Any) -> None:
 
 
 def test_done_immediately_is_200(client: Any) -> None:
-    quick = client.post("/runs", json={"prompt": "Where is my parcel?"})
+    quick = client.post("/runs?wait=5", json={"prompt": "Where is my parcel?"})
     assert quick.status_code == 200
     body = quick.get_json()
     assert body["status"] == "done" and body["result"]["text"].startswith("Dear customer")
@@ -126,11 +132,14 @@ def test_missing_prompt_is_400(client: Any) -> None:
     assert client.post("/runs", data="not json").status_code == 400
 
 
-def test_one_runtime_per_app_closed_once(app: Any) -> None:
-    runs = app.extensions["toolnexus"]
-    runs.close()
-    runs.close()  # idempotent (the fixture closes it again)
-    assert runs.rt.inspect(runs.rt.root).state == "closed"
+def test_one_runtime_per_app_let_go_once(app: Any) -> None:
+    ext = app.extensions["toolnexus"]
+    with app.app_context():
+        rt = ext.runtime()
+        assert ext.runtime() is rt
+    ext.let_go(app)
+    ext.let_go(app)  # idempotent (the fixture lets go again)
+    assert rt.inspect(rt.root).state == "closed"  # a memory-only runtime closes
 
 
 def test_the_script_self_checks_and_prints_ok() -> None:

@@ -6,10 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,17 +13,12 @@ from typing import Any
 
 import pytest
 
+from _gunicorn import free_port, serving
+
 pytest.importorskip("flask")
 pytest.importorskip("gunicorn")
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-STARTUP_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any], int]:
@@ -45,38 +36,16 @@ def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, dict
 def server(tmp_path: Path) -> Any:
     port = free_port()
     state = str(tmp_path / "runs.db")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", str(EXAMPLES), "--graceful-timeout", "5", f"flask_approval:offline_app({state!r})"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_S
-    while True:  # the server is another process: poll until it accepts connections
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"gunicorn did not start: {proc.communicate()[0]}")
-            time.sleep(0.1)
-    yield base, proc
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+    with serving(port, str(EXAMPLES), f"flask_approval:offline_app({state!r})") as proc:
+        yield f"http://127.0.0.1:{port}", proc
 
 
 def test_answers_land_on_either_worker_and_every_run_finishes_once(server: Any) -> None:
     base, _ = server
     runs = 6
     with ThreadPoolExecutor(max_workers=runs) as pool:
-        started = list(pool.map(lambda _: call(base, "POST", "/runs", {"prompt": "Please refund my order"}), range(runs)))
-    assert all(status == 202 for status, _, _ in started), started
+        started = list(pool.map(lambda _: call(base, "POST", "/runs?wait=20", {"prompt": "Please refund my order"}), range(runs)))
+    assert all(status == 200 and body["status"] == "pending" for status, body, _ in started), started
     ids = [body["run"] for _, body, _ in started]
     assert len(set(ids)) == runs  # distinct handles in the one stored tree
     starters = {body["run"]: pid for _, body, pid in started}
@@ -87,7 +56,10 @@ def test_answers_land_on_either_worker_and_every_run_finishes_once(server: Any) 
 
     def answer(item: tuple[int, dict[str, Any], int]) -> tuple[int, dict[str, Any], int]:
         _, body, _ = item
-        return call(base, "POST", f"/runs/{body['run']}/answer", {"id": body["pending"]["id"], "ok": True})
+        status, accepted, pid = call(base, "POST", f"/runs/{body['run']}/answer", {"id": body["pending"]["id"], "ok": True})
+        assert status == 202, accepted
+        shown = call(base, "GET", f"/runs/{body['run']}?wait=20")  # the worker that took the answer runs the rest
+        return shown[0], shown[1], pid
 
     with ThreadPoolExecutor(max_workers=runs) as pool:
         answered = list(pool.map(answer, started))

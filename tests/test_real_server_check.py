@@ -60,7 +60,7 @@ def test_every_scenario_passes_against_a_server_that_refuses_null_content(capsys
     with ScriptedLLMServer(strict_server_responder()) as server:
         status = script.main(["--base-url", server.base_url, "--model", "m"])
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[:2] for line in lines] == [["tool-loop", "PASS"], ["team", "PASS"], ["suspend-resume", "PASS"], ["typed-output", "PASS"]], lines
+    assert [line.split()[:2] for line in lines] == [["tool-loop", "PASS"], ["team", "PASS"], ["suspend-resume", "PASS"], ["stream", "PASS"], ["typed-output", "PASS"]], lines
     assert status == 0
     assert all("turns=" in line and "tokens=" in line and "time=" in line for line in lines)
     assert "valid=3/3 tool_called=3/3 corrections=[1, 1, 1]" in lines[-1]

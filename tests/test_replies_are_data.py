@@ -218,4 +218,4 @@ def test_flask_example_answers_400_to_an_answer_with_nan():
         assert answered.status_code == 400
         assert "NaN" in answered.get_json()["error"]
     finally:
-        app.extensions["toolnexus"].close()
+        app.extensions["toolnexus"].let_go(app)

@@ -164,15 +164,24 @@ def test_a_429_read_by_the_direct_path_still_gives_its_retry_after(servers):
 
 
 def test_a_kept_alive_connection_the_server_closed_is_replaced_at_once(servers, via):
+    import threading
+
     body = completion("again")
+    hung_up = threading.Semaphore(0)
 
     def script(ex):
         ex.reply(body)  # no "Connection: close", yet the server hangs up after the reply
         ex.hang_up()
+        hung_up.release()
 
     server = servers(script)
+    texts = []
     with Client(base_url=server.base_url, model="m", retries=0, **via) as client:
-        texts = [run_in_thread(lambda: client.run("go"), HANG).text for _ in range(3)]
+        for _ in range(3):
+            texts.append(run_in_thread(lambda: client.run("go"), HANG).text)
+            # closed while idle, before the next request (a server that hangs up on a
+            # request already sent is another case: a POST cannot be sent again blindly)
+            assert hung_up.acquire(timeout=HANG)
     assert texts == ["again"] * 3
     assert server.requests == 3
     assert server.accepted == 3

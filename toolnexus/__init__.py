@@ -9,6 +9,7 @@ from .data import (
     AgentResult,
     Answer,
     Budget,
+    Event,
     HandleView,
     Request,
     RunResult,
@@ -37,6 +38,7 @@ from .hooks import HookFunctions, HooksLike
 from .pool import WorkerPool
 from .runtime import Runtime
 from .store import ConversationStore, InMemoryStore, LockingStore
+from .streams import RunStream
 from .toolkit import Toolkit
 from .tools import Tool, ToolContext, failure, success, suspend, tool
 
@@ -58,6 +60,7 @@ __all__ = [
     "ConfigError",
     "DispatchError",
     "ConversationStore",
+    "Event",
     "HandleClosed",
     "HandleView",
     "HookFunctions",
@@ -68,6 +71,7 @@ __all__ = [
     "LLMError",
     "Request",
     "RunResult",
+    "RunStream",
     "SpawnError",
     "StateError",
     "Tool",

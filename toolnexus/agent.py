@@ -17,6 +17,7 @@ from .tools import Tool
 
 if TYPE_CHECKING:
     from .runtime import Runtime
+    from .streams import RunStream
 
 
 class Agent:
@@ -75,6 +76,25 @@ class Agent:
         if result.status != "pending":
             rt.close(rt.root)
         return attrs.evolve(result, runtime=rt)
+
+    def stream(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> RunStream:
+        """``run`` as a stream (``Runtime.stream_agent`` in a fresh runtime): the team's
+        events while it works. When it ends, ``stream.result`` carries ``.runtime`` as
+        ``run``'s does (kept open for ``resume`` on a pending result, else closed);
+        closing the stream early interrupts the run and closes the runtime."""
+        rt = self.runtime(**self._kept.lend_pool(runtime_options))
+        self._kept.keep(rt.keep_connections())
+
+        def finished(result: Any) -> Any:
+            if result is None or result.status != "pending":
+                rt.close(rt.root)
+            return attrs.evolve(result, runtime=rt) if result is not None else None
+
+        try:
+            return rt._streams.run_agent(self.name, prompt, timeout, finished)
+        except BaseException:
+            rt.close(rt.root)
+            raise
 
     def close(self) -> None:
         """End the worker threads and close the connections this agent keeps between its

@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 import attrs
 
 from . import loop, pricing, seconds, tracing
+from ._cancel import CancelScope
 from ._closing import Held
 from .data import Answer, Request, RunResult
 from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
 from .errors import ToolnexusError
+from .events import EventLog, MemoryEvents, RunEvents
 from .hooks import Hooks, HooksLike
 from .loop import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for
+from .streams import ClientRun, RunStream
 from .output import output_type
 from .toolkit import Toolkit, ToolsLike, as_toolkit
 
@@ -151,7 +154,9 @@ class Client:
             ConfigError: ``output`` cannot be given a schema, or the toolkit already has a
                 tool named ``final_result``.
         """
-        spec = self._typed(output)
+        return self._run(self._typed(output), prompt, toolkit, history)
+
+    def _run(self, spec: RunSpec, prompt: str, toolkit: ToolsLike, history: list[dict[str, Any]] | None) -> RunResult:
         kit = as_toolkit(toolkit)
         messages = loop.initial_messages(self._engine.style, spec.system, history, prompt)
         return self._measured(kit, lambda: loop.start(self._engine, spec, kit, messages))
@@ -165,13 +170,32 @@ class Client:
         Calls on one conversation run one after the other (each sees the last one's
         exchange); calls on different conversations run in parallel.
         """
+        return self._ask(self._typed(output), prompt, toolkit, id)
+
+    def _ask(self, spec: RunSpec, prompt: str, toolkit: ToolsLike, id: str | None) -> RunResult:
         if id is None:
-            return self.run(prompt, toolkit, output=output)
+            return self._run(spec, prompt, toolkit, None)
         with self._guard.exclusive(self._store, id):
-            result = self.run(prompt, toolkit, history=self._store.get(id) or [], output=output)
+            result = self._run(spec, prompt, toolkit, self._store.get(id) or [])
             self._store.save(id, result.messages)
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
+
+    def stream(self, prompt: str, toolkit: ToolsLike = None, *, id: str | None = None, output: Any = None) -> RunStream:
+        """``ask`` as a ``RunStream``: its events (``text`` as the model writes it, each
+        ``message``, ``tool_call``, ``tool_result``, ``retry``, a ``pending`` request, and
+        the ``result``) while the run goes on, on a thread of its own (inline: on the
+        iterating thread). ``stream.result`` is the ``RunResult`` (with ``output=T``, typed
+        as ``run``'s: ``stream.result.output``); closing the stream early interrupts the
+        run; an ``LLMError`` is raised by the iteration.
+
+        Raises:
+            ConfigError: ``output`` cannot be given a schema.
+        """
+        log = EventLog()
+        scope = CancelScope()
+        spec = attrs.evolve(self._typed(output), scope=scope, events=RunEvents(None, MemoryEvents(log).emit, log, always_live=True))
+        return ClientRun(lambda: self._ask(spec, prompt, toolkit, id), log, scope.cancel, inline=self.inline).start()
 
     def resume(
         self,

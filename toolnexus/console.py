@@ -1,8 +1,9 @@
 """What a person sees while a team runs: the live handle tree and approval prompts.
 
-The tree is redrawn in place on a terminal and printed as plain snapshots, one per change,
-when the output is piped. Approvals are asked at the terminal (``Approve? [y/n]``), taken
-from a fixed decision, or read as one line from piped stdin.
+The tree is redrawn in place on a terminal, each running handle with the last line of the
+text its model is writing (a stream of the whole tree feeds it), and printed as plain
+snapshots, one per change, when the output is piped. Approvals are asked at the terminal
+(``Approve? [y/n]``), taken from a fixed decision, or read as one line from piped stdin.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from typing import IO, Sequence
+from typing import IO, Any, Mapping, Sequence
 
 from .data import Answer, HandleView, Request, make_answer
 from .runtime import Runtime
@@ -23,9 +24,10 @@ _CSI = "\x1b["
 # --- the live handle tree ----------------------------------------------------------------
 
 
-def tree_lines(views: Sequence[HandleView]) -> list[str]:
+def tree_lines(views: Sequence[HandleView], texts: Mapping[str, str] | None = None) -> list[str]:
     """One aligned line per handle, indented by depth: id, state, turns, tokens, and the
-    cost when any handle of the tree has one (a model with a price)."""
+    cost when any handle of the tree has one (a model with a price); with ``texts``, a
+    running handle's text (its last line) below it."""
     if not views:
         return []
     depth = {view.id: view.id.count("/") for view in views}
@@ -40,12 +42,53 @@ def tree_lines(views: Sequence[HandleView]) -> list[str]:
         if view.pending is not None:
             line += "  (waiting for an answer)"
         lines.append(line.rstrip())
+        text = (texts or {}).get(view.id, "").strip()
+        if text and view.state == "running":
+            lines.append("  " * depth[view.id] + "  > " + text.splitlines()[-1])
     return lines
 
 
 def dollars(cost: float) -> str:
     """A cost as the tree shows it: US dollars to a millionth (model calls cost fractions of a cent)."""
     return f"${cost:.6f}"
+
+
+class Texts:
+    """The text each handle's model is writing now, from a stream of the whole tree read
+    on a thread of its own (watching the tree makes its model calls stream)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._lock = threading.Lock()  # guards: _texts, _fresh
+        self._texts: dict[str, str] = {}
+        self._fresh: set[str] = set()  # handles whose next piece starts a new reply
+        self._stream = rt.stream(rt.root)
+        self._thread = threading.Thread(target=self._read, name="toolnexus-tree-text", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for event in self._stream:
+                if event.handle is not None:
+                    self._take(event.kind, event.handle, event.data)
+        except Exception:  # a display problem must never take the run down
+            return
+
+    def _take(self, kind: str, handle: str, data: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "text":
+                start = handle in self._fresh
+                self._fresh.discard(handle)
+                self._texts[handle] = ("" if start else self._texts.get(handle, "")) + data["delta"]
+            elif kind in ("message", "retry") or (kind == "state" and data.get("to") == "running"):
+                self._fresh.add(handle)  # the next reply (or the retried one) starts afresh
+
+    def snapshot(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._texts)
+
+    def stop(self) -> None:
+        self._stream.close()
+        self._thread.join(timeout=2.0)
 
 
 class LiveTree:
@@ -62,6 +105,7 @@ class LiveTree:
         self._out = stream
         self._tty = _is_tty(stream) if tty is None else tty
         self._enabled = enabled
+        self._texts: Texts | None = None  # on a terminal: the running handles' text
         self._lock = threading.Lock()  # guards: _last, _drawn, _paused, writes to the stream
         self._last: list[str] | None = None
         self._drawn = 0
@@ -81,6 +125,7 @@ class LiveTree:
             return
         if self._tty:
             self._write(f"{_CSI}?25l")  # hide the cursor while redrawing
+            self._texts = Texts(self._rt)
         self._thread = threading.Thread(target=self._loop, name="toolnexus-tree", daemon=True)
         self._thread.start()
 
@@ -91,6 +136,9 @@ class LiveTree:
         self._stop.set()
         self._thread.join()
         self._thread = None
+        if self._texts is not None:
+            self._texts.stop()
+            self._texts = None
         self.refresh()
         if self._tty:
             self._write(f"{_CSI}?25h")
@@ -114,7 +162,8 @@ class LiveTree:
     def refresh(self) -> None:
         if not self._enabled:
             return
-        lines = tree_lines(self._rt.handles())
+        texts = self._texts
+        lines = tree_lines(self._rt.handles(), texts.snapshot() if texts is not None else None)
         with self._lock:
             if self._paused or lines == self._last:
                 return

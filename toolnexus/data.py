@@ -276,6 +276,22 @@ class HandleView:
 
 
 @attrs.frozen(kw_only=True)
+class Event:
+    """One thing that happened in a run, as a stream yields it (``Runtime.stream``).
+
+    ``kind`` is one of ``text``, ``message``, ``tool_call``, ``tool_result``, ``spawn``,
+    ``state``, ``pending``, ``retry``, ``result``; ``handle`` is the handle's id (``None``
+    for a ``Client`` run); ``id`` orders the events of a tree: a durable event's id is its
+    serial (``"42"``), a ``text`` event's is ``"<serial before it>.<k>"`` (``"42.3"``).
+    """
+
+    kind: str
+    handle: str | None
+    id: str
+    data: dict[str, Any]
+
+
+@attrs.frozen(kw_only=True)
 class ToolCall:
     """A tool call the model asked for; ``arguments`` is raw (a dict or a JSON string)."""
 

@@ -34,21 +34,13 @@ import attrs
 from .data import AgentResult, Answer, HandleView, Usage, add_cost
 from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, Interruption, QueuedWake
 from .record import Resume, RunningTurn, Suspension, TaskEntry, Turn, closed_result, interrupted, stamp_path, view_of
+from .wire import to_wire
 
 __all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
 
 ARROW = "\u2192"
 
-_ALLOWED = frozenset(
-    {
-        (IDLE, RUNNING),
-        (RUNNING, IDLE),
-        (RUNNING, SUSPENDED),
-        (SUSPENDED, RUNNING),
-        (SUSPENDED, IDLE),
-        (IDLE, CLOSED),
-    }
-)
+_ALLOWED = frozenset({(IDLE, RUNNING), (RUNNING, IDLE), (RUNNING, SUSPENDED), (SUSPENDED, RUNNING), (SUSPENDED, IDLE), (IDLE, CLOSED)})
 
 
 class IllegalTransition(RuntimeError):
@@ -69,6 +61,8 @@ class RecordStore(Protocol):
     def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]: ...
 
     def forget_turn(self, handle_id: str, serial: int) -> None: ...
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None: ...
 
 
 class Handle:
@@ -152,11 +146,13 @@ class Handle:
             raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
         self.record.transitions.append(f"{old}{ARROW}{new}")
         self.record.state = new
+        self.store.emit(self.record.id, "state", {"from": old, "to": new})
         self.changed.notify_all()
 
     def _publish(self, result: AgentResult) -> None:
         self.record.result = result
         self.record.settled += 1
+        self.store.emit(self.record.id, "result", {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}, result)
         self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
@@ -327,6 +323,7 @@ class Handle:
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
+            self.store.emit(self.record.id, "pending", {"request": to_wire(request)})
             self._move(SUSPENDED)
             self._publish(result)
             return result

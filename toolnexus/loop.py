@@ -28,6 +28,7 @@ from .hooks import Hooks
 from . import journal
 from .journal import IN_DOUBT, RETRY_KIND, Journal, declined as _declined
 from .output import Accepted, OutputType, check_toolkit
+from .events import RunEvents
 from .styles._usage import Once
 from .toolkit import Toolkit
 from .tools import ToolContext, failure
@@ -92,6 +93,8 @@ class RunSpec:
     flight: Callable[[], ContextManager[str | None]] | None = None
     #: A typed run: it ends when the model gives a value of this type (``final_result``).
     output: OutputType | None = None
+    #: Where the run announces its steps to streams (``events.RunEvents``), if anywhere.
+    events: RunEvents | None = None
 
 
 @attrs.define
@@ -316,6 +319,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     gate=spec.gate,
                     while_waiting=while_waiting,
                     request_params=spec.request_params,
+                    **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )
             )
             traced.reply(reply)
@@ -330,6 +334,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
     elif spec.on_usage is not None:
         spec.on_usage(reply.usage)  # may raise Cancelled: the turn is no longer the handle's
+    if spec.events is not None:
+        spec.events.message(reply)
     state.turns = turn
     state.usage = state.usage + reply.usage
     if not reply.empty:  # an empty assistant message would make the transcript invalid
@@ -380,6 +386,8 @@ def _tool_phase(
     if spec.journal is not None:
         asked = journal.served(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
+    if spec.events is not None:
+        spec.events.calls(todo)  # before the journal's commit, which takes them along
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
@@ -485,6 +493,8 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
                 result = change["result"]
         if not isinstance(result.output, str):
             result = attrs.evolve(result, output=str(result.output))
+        if spec.events is not None:
+            spec.events.result(call, result)
         if spec.journal is not None:
             spec.journal.tool_done(begun.turn, call.id, result)
         traced.result(result)

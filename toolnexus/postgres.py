@@ -88,6 +88,10 @@ class PostgresState(SqlState):
     def _qualified(self, sql: str) -> str:
         return _TABLE.sub(lambda m: f'{m.group(1)} "{self.schema}".tn_', sql)
 
+    def _catalog(self) -> set[str]:
+        rows = self.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?", (self.schema,))
+        return {str(row[0]) for row in rows}
+
     def _prepare_migration(self) -> None:
         """Concurrent first starts queue here instead of racing on CREATE TABLE."""
         self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
@@ -126,7 +130,11 @@ class PostgresState(SqlState):
 
     def notify(self, payload: str) -> None:
         """Wake waiters in every process once the current transaction commits."""
-        self.execute("SELECT pg_notify(?, ?)", (CHANNEL, f"{self._sender}|{payload}"[:7000]))
+        self.execute("SELECT pg_notify(?, ?)", self.notice(payload))
+
+    def notice(self, payload: str) -> tuple[str, str]:
+        """``pg_notify``'s arguments for ``payload``, for a statement that sends it itself."""
+        return CHANNEL, f"{self._sender}|{payload}"[:7000]
 
     def now(self) -> float:
         """PostgreSQL's clock: hosts whose own clocks disagree still agree on a lease."""

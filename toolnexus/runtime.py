@@ -38,6 +38,7 @@ from .pool import WorkerPool
 from .record import InboxItem
 from .scheduler import Scheduler
 from .store import ConversationStore
+from .streams import RunStream, Streams
 from .task import Delegation, agent_tool
 from .tools import Tool
 from .tree import HandleTree
@@ -160,6 +161,7 @@ class Runtime:
         )
         self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
         self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
+        self._streams = Streams(weakref.proxy(self), tree_store.stream_events, self._waiter, inline=inline)
         self._ownership = tree_store.ownership(self._owner, lease_s=lease_s, recover=recover, take_over=self._scheduler.take_over, on_beat=self._scheduler.on_beat)
         self._ownership.start()
 
@@ -300,6 +302,7 @@ class Runtime:
         trace = tracing.capture()  # the child's turn nests in the task call's span
         with parent.lock, self._atomic(parent):
             child = self._add_child(parent, definition, None)
+            self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt})
             parent.remember_task((agent, prompt), serial, child.id, call_id)
             with child.lock:
                 job = self._scheduler.admit(parent, child, prompt, trace)
@@ -463,6 +466,15 @@ class Runtime:
                 raise StateError(f"the state store failed while {handle.id} ran: {result.text}")
             self.close(handle)
         return result
+
+    def stream(self, h: Handle | str, *, after: str | None = None, timeout: float | None = None) -> RunStream:
+        """The events of ``h``'s subtree after event id ``after`` (or from the start of its
+        current turn, or its next one) until ``h``'s result: see ``streams.Streams.watch``."""
+        return self._streams.watch(self._tree.get(h), after, timeout)
+
+    def stream_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> RunStream:
+        """``run_agent`` as a stream: see ``streams.Streams.run_agent``."""
+        return self._streams.run_agent(name, prompt, timeout)
 
     # --- interrupt, resume, close -----------------------------------------------------------
 

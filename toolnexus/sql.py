@@ -4,6 +4,7 @@ version, and ``SqlState``, the base of the SQLite, PostgreSQL and Django stores.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, ContextManager, Protocol, Sequence, runtime_checkable
 
@@ -78,7 +79,18 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS tn_messages (
         runtime_id TEXT NOT NULL, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (runtime_id, conversation_id))""",
+    # Stream events (``eventrows.py``), numbered by one serial per tree; the counter row
+    # orders PostgreSQL's commits. Added tables only: a store written without them reads on.
+    """CREATE TABLE IF NOT EXISTS tn_stream (
+        runtime_id TEXT NOT NULL, serial BIGINT NOT NULL, handle_id TEXT, kind TEXT NOT NULL,
+        body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, serial)){without_rowid}""",
+    """CREATE TABLE IF NOT EXISTS tn_stream_serials (runtime_id TEXT PRIMARY KEY, last BIGINT NOT NULL)""",
 ]
+
+
+#: Every table and index of the schema, by name.
+SCHEMA_OBJECTS = tuple(re.findall(r"(?:TABLE|INDEX) IF NOT EXISTS (tn_\w+)", " ".join(_SCHEMA)))
 
 
 class SqlState:
@@ -119,6 +131,20 @@ class SqlState:
     def _prepare_migration(self) -> None:
         """Store-specific set-up inside the migration transaction."""
 
+    def _catalog(self) -> set[str]:
+        """The names of the tables and indexes the store has (read from its catalog,
+        which takes no lock on them)."""
+        if self.dialect == "postgresql":
+            rows = self.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema()")
+        else:
+            rows = self.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")
+        return {str(row[0]) for row in rows}
+
+    def _missing(self) -> list[str]:
+        """The schema's tables and indexes that the store lacks."""
+        present = self._catalog()
+        return [name for name in SCHEMA_OBJECTS if name not in present]
+
     def migrate(self) -> None:
         """Create the tables, or refuse a store written by a newer version before anything
         is written to it; a store of schema 1 is upgraded when it has no run in flight."""
@@ -131,8 +157,11 @@ class SqlState:
                 raise ConfigError(
                     f"the state store was written by a newer toolnexus (schema {found}; this one reads up to {SCHEMA_VERSION}): upgrade toolnexus"
                 )
+            if found == SCHEMA_VERSION and not self._missing():
+                return  # nothing to create: no DDL, whose table locks would wait on running units
             for statement in _SCHEMA[1:]:
-                self.execute(statement.format(serial=self.serial_column))
+                # SQLite keeps a table without a rowid in one b-tree: one write per event row.
+                self.execute(statement.format(serial=self.serial_column, without_rowid=" WITHOUT ROWID" if self.dialect == "sqlite" else ""))
             if found is None:
                 self.execute("INSERT INTO tn_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif found < SCHEMA_VERSION:

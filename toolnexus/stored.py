@@ -20,7 +20,7 @@ import functools
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
 
@@ -28,6 +28,8 @@ from .dispatch import Dispatcher, Dispatching
 from . import journal
 from .data import HandleView, Request
 from .errors import ConfigError
+from .eventrows import StoredEvents
+from .events import LOG
 from .handle import Handle, Turn
 from .ownership import Ownership
 from .record import HandleRecord, Resume, TaskEntry
@@ -48,11 +50,14 @@ _PRUNE_BATCH = 500
 #: What a pruned handle takes with it: ``(table, the column naming the handle, more conditions)``.
 _PRUNED = (
     ("tn_events", "handle_id", ""),
+    ("tn_stream", "handle_id", ""),
     ("tn_journal", "handle_id", ""),
     ("tn_messages", "conversation_id", ""),
     ("tn_requests", "handle_id", " AND status <> 'open'"),
     ("tn_handles", "id", ""),
 )
+#: What a nested unit of work enters: the outermost one does the work.
+_JOINED: ContextManager[None] = contextlib.nullcontext()
 
 
 class StoredTree:
@@ -67,6 +72,7 @@ class StoredTree:
         self._owns_store = owns_store
         self._local = threading.local()  # the handles the current unit of work touched
         self.conversations: ConversationStore = StateConversations(self)
+        self.stream_events = StoredEvents(store, runtime_id)
         self._let_go = False
 
     #: A stored tree outlives its runtime: another runtime may continue it.
@@ -74,41 +80,64 @@ class StoredTree:
 
     # --- units of work around handle changes ---------------------------------------------------
 
-    @contextlib.contextmanager
-    def change(self, *handles: Handle, dirty: bool = True) -> Iterator[None]:
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[None]:
         touched: dict[str, Handle] | None = getattr(self._local, "touched", None)
-        outer = touched is None
-        if outer:
-            touched = self._local.touched = {}
-            self._local.dirty = {}
-        assert touched is not None
-        changed: dict[str, Handle] = self._local.dirty
+        if touched is None:
+            return self._unit(handles, dirty)
+        # Nested: it joins the outermost unit, which commits (no transaction of its own).
+        fresh = [handle for handle in handles if handle.id not in touched]
+        if fresh:
+            self._refresh(fresh, self._local.seen, locking=True)
+            for handle in fresh:
+                touched[handle.id] = handle
+        if dirty:
+            self._local.dirty.update((handle.id, handle) for handle in handles)
+        return _JOINED
+
+    @contextlib.contextmanager
+    def _unit(self, handles: tuple[Handle, ...], dirty: bool) -> Iterator[None]:
+        """The outermost unit of work: one transaction, written and committed at its end."""
+        touched: dict[str, Handle] = {}
+        changed: dict[str, Handle] = {}
+        self._local.touched, self._local.dirty, self._local.events = touched, changed, []
+        logged = None
         try:
             with self.store.transaction():
-                if outer:
-                    self._local.seen = self._foreign_commits()
-                fresh = [handle for handle in handles if handle.id not in touched]
-                self._refresh(fresh, self._local.seen, locking=True)
-                for handle in fresh:
-                    touched[handle.id] = handle
+                self._local.seen = self._foreign_commits()
+                self._refresh(list(handles), self._local.seen, locking=True)
+                touched.update((handle.id, handle) for handle in handles)
                 if dirty:
-                    changed.update((handle.id, handle) for handle in handles)
+                    changed.update(touched)
                 yield
-                if outer and changed:
-                    for handle in changed.values():
-                        self._write(handle)
-                    self.store.notify(f"{self.runtime_id}|{','.join(changed)}")  # one wake-up per commit
-            if outer and joins_host_transaction(self.store):
+                for handle in changed.values():
+                    self._write(handle)
+                notice = f"{self.runtime_id}|{','.join(changed)}"  # one wake-up per commit
+                logged = self.stream_events.insert_unit(touched, self._local.events, self._local.seen, notice)  # last: see there
+                if changed and not logged:
+                    self.store.notify(notice)
+            joined = joins_host_transaction(self.store)
+            if joined:
                 for handle in touched.values():
                     handle.record.version = -1  # the host's transaction may still roll back: re-read next time
+            if logged:
+                self.stream_events.committed(logged, self._local.seen, kept=not joined)
         except BaseException:
-            if outer:
-                for handle in touched.values():
-                    handle.record.version = -1  # memory ran ahead of the store: re-read next time
+            for handle in touched.values():
+                handle.record.version = -1  # memory ran ahead of the store: re-read next time
+            self.stream_events.rolled_back()
             raise
         finally:
-            if outer:
-                self._local.touched = self._local.dirty = None
+            self._local.touched = self._local.dirty = self._local.events = None
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        events = getattr(self._local, "events", None)
+        if events is not None:
+            events.append((handle, kind, data, result))
+        elif now:
+            with self.change():
+                self._local.events.append((handle, kind, data, result))
+        else:
+            self.stream_events.hold(handle, (handle, kind, data, result))
 
     def sync(self, handle: Handle, *, exact: bool = False) -> None:
         touched = getattr(self._local, "touched", None)
@@ -309,14 +338,12 @@ class StoredTree:
     # --- events and transcripts ------------------------------------------------------------------
 
     def event(self, event: dict[str, Any]) -> None:
-        self.store.execute(
-            "INSERT INTO tn_events (runtime_id, handle_id, body, at) VALUES (?, ?, ?, ?)",
-            (self.runtime_id, event["handle"], json.dumps(event), time.time()),
-        )
+        """The runtime's log shares the stream events' rows (a ``log`` row, which no
+        stream yields): inside a unit it goes in the unit's one insert."""
+        self.emit(event["handle"], LOG, event, now=True)
 
     def events(self) -> list[dict[str, Any]]:
-        rows = self.store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self.runtime_id,))
-        return [_json(row[0]) for row in rows]
+        return self.stream_events.runtime_log()
 
     def get_messages(self, conversation_id: str) -> list[dict[str, Any]] | None:
         rows = self.store.execute(
@@ -347,7 +374,7 @@ class StoredTree:
             handle.lock.acquire()
 
     def forget_handle(self, handle_id: str) -> None:
-        pass  # the state keeps it, readable by id
+        self.stream_events.take(iter((handle_id,)))  # the state keeps the handle, readable by id; events held for it go
 
     def listing(self, tree: HandleTree, keep_closed: int) -> list[HandleView]:
         rows = self.store.execute(
@@ -398,6 +425,7 @@ class StoredTree:
         return Dispatching(dispatcher, self, tree, owner)
 
     def let_go(self, join_timeout: float) -> None:
+        self.stream_events.stop(join_timeout)
         if self._owns_store and not self._let_go:
             self._let_go = True
             self.store.close()

@@ -108,6 +108,7 @@ class Delegation:
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
         self._tree.event("reattach", child.id, parent=parent.id, state=self._team.inspect(child).state)
+        self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt}, now=True)
         if _retryable(child):
             self._team.retry(child)  # the parent's turn is tried again: so is the child's
         return child

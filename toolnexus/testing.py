@@ -11,12 +11,17 @@ that speaks the anthropic style) is answered with the JSON returned by the
 ``respond(body) -> dict`` callable given to the constructor. The server speaks HTTP/1.1
 with keep-alive, always sends Content-Length and sets TCP_NODELAY on accepted sockets,
 so a client's pooled connection is reused and no Nagle/delayed-ACK stalls distort timings.
+A request with ``"stream": true`` gets the same reply as an event stream (chunked): the
+text word by word, ``stream_gap_s`` apart, then the tool calls, the finish reason, the
+usage (when ``stream_options.include_usage`` asks) and ``[DONE]``; on ``/messages``, the
+anthropic style's events (``message_start`` ... ``message_stop``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import sys
 import threading
@@ -40,6 +45,8 @@ __all__ = [
     "text_completion",
     "tool_call_completion",
     "responder_by_model",
+    "stream_chunks",
+    "anthropic_events",
 ]
 
 
@@ -131,6 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error(f"invalid JSON body: {exc}", "invalid_request_error"))
             return
         status, reply = self.server.owner._answer(body)
+        if status == 200 and body.get("stream") is True:
+            anthropic = self.path.split("?", 1)[0].rstrip("/").endswith("/messages")
+            chunks = anthropic_events(reply) if anthropic else stream_chunks(reply, usage=bool((body.get("stream_options") or {}).get("include_usage")))
+            self._send_stream(chunks, named=anthropic)
+            return
         self._send_json(status, reply)
 
     def do_GET(self) -> None:
@@ -143,6 +155,28 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             length = 0
         return self.rfile.read(length) if length > 0 else b""
+
+    def _send_stream(self, chunks: list[tuple[dict[str, Any] | bytes, str]], *, named: bool) -> None:
+        """A reply's streamed form (``stream_chunks``, or ``anthropic_events``, whose frames
+        are ``named`` by their type) as a chunked event stream, its text pieces
+        ``stream_gap_s`` apart."""
+        owner = self.server.owner
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for index, (chunk, piece) in enumerate(chunks):
+            if piece and index > 1 and owner.stream_gap_s > 0 and owner._closing.wait(owner.stream_gap_s):
+                return  # closing: the stream is cut short
+            name = b"event: %s\n" % str(chunk.get("type")).encode() if named and isinstance(chunk, dict) else b""
+            data = name + b"data: " + (chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode()) + b"\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+            if piece:
+                owner._wrote(piece)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         """Send ``payload`` as JSON with an explicit Content-Length (keeps the connection alive)."""
@@ -157,6 +191,52 @@ class _Handler(BaseHTTPRequestHandler):
 def _error(message: str, kind: str) -> dict[str, Any]:
     """An OpenAI-shaped error body."""
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def stream_chunks(reply: dict[str, Any], *, usage: bool = True) -> list[tuple[dict[str, Any] | bytes, str]]:
+    """A chat completion as the chunks of its streamed form, each with the text piece it
+    carries ("" for none): the role, the text word by word, the tool calls, the finish
+    reason, the usage (with ``usage``) and ``[DONE]``."""
+    choice = (reply.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    head = {"id": reply.get("id", "chatcmpl-scripted"), "object": "chat.completion.chunk", "model": reply.get("model", "scripted")}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks: list[tuple[dict[str, Any] | bytes, str]] = [(chunk({"role": "assistant", "content": ""}), "")]
+    chunks += [(chunk({"content": piece}), piece) for piece in re.findall(r"\s*\S+\s*|\s+", message.get("content") or "")]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        chunks.append((chunk({"tool_calls": [{"index": index, **call}]}), ""))
+    chunks.append((chunk({}, choice.get("finish_reason") or "stop"), ""))
+    if usage and reply.get("usage") is not None:
+        chunks.append(({**head, "choices": [], "usage": reply["usage"]}, ""))
+    chunks.append((b"[DONE]", ""))
+    return chunks
+
+
+def anthropic_events(reply: dict[str, Any]) -> list[tuple[dict[str, Any] | bytes, str]]:
+    """An anthropic-style message as the events of its streamed form, each with the text
+    piece it carries: ``message_start`` (with the input usage), each content block (text
+    word by word, a tool call's input as one ``input_json_delta``), ``message_delta`` (the
+    stop reason and the output tokens) and ``message_stop``."""
+    usage = dict(reply.get("usage") or {})
+    output_tokens = usage.pop("output_tokens", 0)
+    head = {key: value for key, value in reply.items() if key not in ("content", "stop_reason", "usage")}
+    events: list[tuple[dict[str, Any] | bytes, str]] = [({"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}}, "")]
+    for index, block in enumerate(reply.get("content") or ()):
+        if block.get("type") == "text":
+            events.append(({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}, ""))
+            for piece in re.findall(r"\s*\S+\s*|\s+", block.get("text") or ""):
+                events.append(({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}, piece))
+        else:
+            events.append(({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}, ""))
+            partial = json.dumps(block.get("input") or {})
+            events.append(({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}, ""))
+        events.append(({"type": "content_block_stop", "index": index}, ""))
+    events.append(({"type": "message_delta", "delta": {"stop_reason": reply.get("stop_reason") or "end_turn", "stop_sequence": None}, "usage": {"output_tokens": output_tokens}}, ""))
+    events.append(({"type": "message_stop"}, ""))
+    return events
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -180,7 +260,9 @@ class ScriptedLLMServer:
 
     ``delay_s`` sleeps before each answer; ``stall_until`` (an Event) blocks each answer until
     the event is set or 30 s pass. ``requests_seen`` counts chat-completion requests with a
-    valid JSON body; ``last_body`` is the most recent one.
+    valid JSON body; ``last_body`` is the most recent one. A streamed reply writes its text
+    pieces ``stream_gap_s`` apart; ``written`` lists ``(time.monotonic(), piece)`` for
+    every text piece written so far.
     """
 
     def __init__(
@@ -189,12 +271,15 @@ class ScriptedLLMServer:
         *,
         delay_s: float = 0.0,
         stall_until: threading.Event | None = None,
+        stream_gap_s: float = 0.0,
     ) -> None:
         self._respond = respond if respond is not None else two_turn_responder()
         self.delay_s = delay_s
         self.stall_until = stall_until
+        self.stream_gap_s = stream_gap_s
         self.requests_seen = 0
         self.last_body: dict[str, Any] | None = None
+        self.written: list[tuple[float, str]] = []
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._closing = threading.Event()
@@ -221,6 +306,10 @@ class ScriptedLLMServer:
                 self._connections.add(conn)
             else:
                 self._connections.discard(conn)
+
+    def _wrote(self, piece: str) -> None:
+        with self._lock:
+            self.written.append((time.monotonic(), piece))
 
     def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Count the request, apply delay/stall, and ask the responder (a raising responder → 500)."""

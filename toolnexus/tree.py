@@ -23,6 +23,7 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol
 from . import journal
 from .data import HandleView, Request
 from .errors import ConfigError, UnknownHandle
+from .events import MemoryEvents, TreeEvents
 from .handle import Handle, Turn
 from .record import HandleRecord, Resume
 from .store import ConversationStore, InMemoryStore
@@ -115,6 +116,16 @@ class TreeStore(Protocol):
 
     def events(self) -> list[dict[str, Any]]: ...
 
+    # --- stream events (``events.py``): numbered per tree, durable with a state ------------
+
+    @property
+    def stream_events(self) -> TreeEvents:
+        """Where streams read the tree's events."""
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        """Record a stream event: inside a unit of work it commits with the unit; outside
+        one it waits for the next unit that touches ``handle`` (``now``: its own unit)."""
+
     # --- waiting, letting go -----------------------------------------------------------------
 
     def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
@@ -197,6 +208,8 @@ class MemoryTree:
         self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
         #: (handle id, serial) -> (segment, kind, step, call id) -> (status, payload)
         self._journal: dict[tuple[str, int], dict[tuple[int, str, int, str], tuple[str, Any]]] = {}
+        self.stream_events = MemoryEvents()
+        self.emit = self.stream_events.emit  # every event of every run goes through here: no frame in between
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING

@@ -17,6 +17,7 @@ from . import budget as budgets, loop, tracing
 from .agentdef import AgentDef, model_of
 from .data import AgentResult, Budget, RunResult, Usage
 from .errors import Cancelled, ConfigError
+from .events import RunEvents
 from .handle import Handle, Turn
 from .hooks import Hooks
 from .loop import Engine, RunSpec
@@ -183,6 +184,7 @@ class TurnRunner:
             price=self.prices.get(self.model_of(definition)),
             flight=self._flight(handle, turn) if handle.record.budget.max_cost is not None else None,
             output=output_type(definition.output),
+            events=RunEvents(handle.id, self._tree_store.emit, self._tree_store.stream_events.log),
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:
