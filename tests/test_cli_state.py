@@ -116,7 +116,12 @@ def test_ctrl_c_during_a_run_exits_130(tmp_path):
     with Server(slow) as server:
         team = tmp_path / "slow.toml"
         team.write_text(f'entry = "a"\n[connection]\nbase_url = "{server.base_url}"\nmodel = "m"\n[agents.a]\ndoes = "waits"\n')
-        proc = subprocess.Popen([sys.executable, "-m", "toolnexus", "run", str(team), "hi", "--no-tree"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # SIGINT as a terminal delivers it, even where the test itself was started with it
+        # ignored (a background job of a non-interactive shell): Python keeps an ignored one
+        default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "toolnexus", "run", str(team), "hi", "--no-tree"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+        )
         time.sleep(1.5)  # the scenario: the run is under way
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
