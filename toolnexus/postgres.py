@@ -68,6 +68,10 @@ class PostgresState(SqlState):
                 name="toolnexus",
             )
             try:
+                # One connection first: a server that refuses or rejects it is named at once,
+                # with its reason (the pool would retry it for the whole timeout, then only
+                # say that it timed out).
+                psycopg.connect(conninfo_or_pool, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
                 self._pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
             except (PoolTimeout, psycopg.Error) as exc:
                 self._pool.close()
