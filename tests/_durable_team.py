@@ -13,9 +13,8 @@ import os
 import signal
 import sys
 import threading
-import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -164,14 +163,13 @@ def crash_runtime(state: str, runtime_id: str, effects: str, calls: str | None, 
     return Runtime(registry, generate=crash_model(calls, crash), state=state, runtime_id=runtime_id, prices=CRASH_PRICES, **options)
 
 
-def stalling_runtime(state: str, runtime_id: str, calls: str, release: str) -> Runtime:
-    """``slow`` agent: its tool waits until the file ``release`` exists, then the model is
-    asked again; an interrupt from another process must stop it before that second call."""
+def stalling_runtime(state: str, runtime_id: str, calls: str, gate: Callable[[], None]) -> Runtime:
+    """``slow`` agent: its tool waits for ``gate()``, then the model is asked again; an
+    interrupt from another process must stop it before that second call."""
 
     def hold(args: dict[str, Any], ctx: Any) -> Any:
         _append(calls, "tool")
-        while not os.path.exists(release):  # the test process decides when the tool ends
-            time.sleep(0.02)
+        gate()  # the test process decides when the tool ends
         return "held"
 
     def slow(request: dict[str, Any]) -> dict[str, Any]:
@@ -184,10 +182,16 @@ def stalling_runtime(state: str, runtime_id: str, calls: str, release: str) -> R
     return Runtime(registry, generate=ScriptedModel({"m-slow": slow}, usage=USAGE), state=state, runtime_id=runtime_id)
 
 
+def _stdin_gate() -> None:
+    """Say on standard output that the tool has started, then wait for the test's line."""
+    print(json.dumps({"entered": True}), flush=True)
+    sys.stdin.readline()
+
+
 def _main(argv: list[str]) -> None:
     command, state, runtime_id, effects, calls = argv[:5]
     if command == "stall":
-        rt = stalling_runtime(state, runtime_id, calls, argv[5])
+        rt = stalling_runtime(state, runtime_id, calls, _stdin_gate)
         handle = rt.spawn(rt.root, "slow")
         rt.wake(handle, "hold on")
         result = rt.wait(handle, timeout=60)

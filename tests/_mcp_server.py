@@ -4,7 +4,8 @@
     python _mcp_server.py http     # Streamable HTTP under uvicorn on 127.0.0.1; prints its port
 
 ``slow`` waits until it is cancelled (``notifications/cancelled``) or its time is up;
-``cancellations`` reports, from the server's side, how many calls were cancelled.
+``cancellations`` reports, from the server's side, how many calls were cancelled, and
+``slow_started`` how many ``slow`` calls have begun (so a test waits for one, not for a while).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ except ImportError:  # pragma: no cover - mcp 1.x
 server = FastMCP("toolnexus-tests")
 _cancelled = {"count": 0}
 _cancel_seen = anyio.Event()
+_slow = {"started": 0}
+_slow_seen = anyio.Event()
 
 
 @server.tool()
@@ -40,7 +43,8 @@ def echo(text: str) -> str:
 @server.tool()
 async def slow(seconds: float) -> str:
     """Wait ``seconds``, unless the call is cancelled first."""
-    global _cancel_seen
+    _slow["started"] += 1
+    _slow_seen.set()
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
@@ -57,6 +61,15 @@ async def cancellations(wait_s: float = 0.0) -> int:
         with anyio.move_on_after(wait_s):
             await _cancel_seen.wait()
     return _cancelled["count"]
+
+
+@server.tool()
+async def slow_started(wait_s: float = 0.0) -> int:
+    """How many ``slow`` calls have begun, after waiting up to ``wait_s`` for a first one."""
+    if _slow["started"] == 0 and wait_s > 0:
+        with anyio.move_on_after(wait_s):
+            await _slow_seen.wait()
+    return _slow["started"]
 
 
 @server.tool()

@@ -1,10 +1,11 @@
 """Teams for the streaming tests, usable in this process and from a child process
-(``python tests/_stream_team.py run STATE RUNTIME_ID GATE`` runs the lead there and
-prints its result as one JSON line once the gate file exists).
+(``python tests/_stream_team.py run STATE RUNTIME_ID`` runs ``slow`` there: it prints
+``{"entered": true}`` when its tool starts, waits for a line on its standard input, then
+prints its result as one JSON line).
 
 lead delegates two subtasks to ``worker`` in one step, then answers with their texts
 joined; ``asker``'s ``approve`` tool suspends until answered; ``slow``'s ``wait_gate``
-tool blocks until a gate (a file or an event) opens.
+tool blocks until a gate (a line on standard input, or an event) opens.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import os
 import sys
 import threading
-import time
 from typing import Any, Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,15 +25,10 @@ from toolnexus.wire import to_wire  # noqa: E402
 USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 
 
-def file_gate(path: str) -> Callable[[], None]:
-    """Wait (for at most 30 s) until ``path`` exists."""
-
-    def wait() -> None:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.01)  # another process opens the gate: nothing to wait on but the file
-
-    return wait
+def stdin_gate() -> None:
+    """Say on standard output that the tool has started, then wait for the test's line."""
+    print(json.dumps({"entered": True}), flush=True)
+    sys.stdin.readline()
 
 
 def registry(gate: Callable[[], None] | None = None) -> dict[str, AgentDef]:
@@ -98,9 +93,9 @@ generate = model()
 
 
 def main(argv: list[str]) -> int:
-    command, state, runtime_id, gate = argv
+    command, state, runtime_id = argv
     assert command == "run"
-    rt = Runtime(registry(file_gate(gate)), generate=model(), state=state, runtime_id=runtime_id)
+    rt = Runtime(registry(stdin_gate), generate=model(), state=state, runtime_id=runtime_id)
     try:
         result = rt.run_agent("slow", "go")
         print(json.dumps(to_wire(result)), flush=True)

@@ -7,7 +7,7 @@ import json
 import re
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -290,8 +290,24 @@ def test_load_team_builds_agent_defs(tmp_path: Path) -> None:
 
 
 class FakeTTY(io.StringIO):
+    """A terminal that tells a waiting test about every write."""
+
+    def __init__(self, initial: str = "") -> None:
+        super().__init__(initial)
+        self._written = threading.Condition()
+
     def isatty(self) -> bool:
         return True
+
+    def write(self, text: str) -> int:
+        with self._written:
+            count = super().write(text)
+            self._written.notify_all()
+        return count
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        with self._written:
+            return self._written.wait_for(lambda: text in self.getvalue(), timeout=timeout)
 
 
 def test_tree_lines_indent_by_depth() -> None:
@@ -341,10 +357,7 @@ def test_live_tree_on_a_terminal_shows_the_text_a_running_handle_s_model_wrote()
         with LiveTree(rt, terminal):
             handle = rt.spawn(rt.root, "a")
             rt.wake(handle, "go")
-            deadline = time.monotonic() + 10
-            while "> Let me look that up" not in terminal.getvalue():
-                assert time.monotonic() < deadline, terminal.getvalue()
-                time.sleep(0.02)  # the tree is redrawn every 0.1 s: look again
+            assert terminal.wait_for("> Let me look that up", timeout=10), terminal.getvalue()
             gate.set()
             assert rt.wait(handle, timeout=10).text == "all done"
         assert not any(t.name.startswith("toolnexus-tree") for t in threading.enumerate())

@@ -105,12 +105,15 @@ def test_prune_and_backup_on_the_command_line(ops, tmp_path):
 
 def test_ctrl_c_during_a_run_exits_130(tmp_path):
     import signal
-    import time
+    import threading
 
     from toolnexus.testing import ScriptedLLMServer as Server
 
+    arrived, released = threading.Event(), threading.Event()
+
     def slow(body: dict[str, Any]) -> dict[str, Any]:
-        time.sleep(5)  # the scenario: a model call that is in flight when the user presses Ctrl-C
+        arrived.set()  # the scenario: a model call that is in flight when the user presses Ctrl-C
+        released.wait(30)
         return text_completion(body, "late")
 
     with Server(slow) as server:
@@ -122,8 +125,11 @@ def test_ctrl_c_during_a_run_exits_130(tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "toolnexus", "run", str(team), "hi", "--no-tree"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
         )
-        time.sleep(1.5)  # the scenario: the run is under way
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        try:
+            assert arrived.wait(30)  # the run is under way
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            released.set()
     assert proc.returncode == 130, err
     assert "interrupted" in err

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -239,11 +240,10 @@ def test_on_postgresql_a_process_whose_clock_runs_60_s_ahead_takes_no_live_turn_
 
     url = service_url("postgresql")
     runtime_id, effects = f"s-{uuid.uuid4().hex[:10]}", str(tmp_path / "effects.txt")
-    release = tmp_path / "release"
+    release = threading.Event()
 
     def hold(args: dict[str, Any], ctx: Any) -> Any:
-        while not release.exists():  # the live owner's turn runs while the other process watches
-            time.sleep(0.02)
+        release.wait(60)  # the live owner's turn runs while the other process watches
         return "held"
 
     def model(request: dict[str, Any]) -> dict[str, Any]:
@@ -258,8 +258,8 @@ def test_on_postgresql_a_process_whose_clock_runs_60_s_ahead_takes_no_live_turn_
         out = subprocess.run([sys.executable, SCRIPT, "watch", url, runtime_id, effects, "3", "1.5"], capture_output=True, text=True, timeout=60, env=env)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout.strip().splitlines()[-1])["recovered"] == []
-        release.touch()
+        release.set()
         assert run_in_thread(lambda: rt.wait(handle, timeout=20)).text == "finished"
     finally:
-        release.touch()
+        release.set()
         rt.release()

@@ -93,7 +93,7 @@ def test_interrupting_a_run_blocked_in_a_slow_mcp_tool_leaves_the_handle_idle_an
         handle = rt.spawn(rt.root, "worker")
         rt.wake(handle, "go")
         assert started.wait(HANG_TIMEOUT)
-        time.sleep(0.2)  # let the tools/call reach the server
+        assert server.call("slow_started", {"wait_s": HANG_TIMEOUT}).output == "1"  # the call reached the server
         begun = time.monotonic()
         rt.interrupt(handle)
         result = rt.wait(handle, timeout=HANG_TIMEOUT)
@@ -121,7 +121,7 @@ def test_a_server_killed_mid_call_is_started_again_by_the_next_call(server):
     box: dict[str, str] = {}
     slow = threading.Thread(target=lambda: box.update(output=server.call("slow", {"seconds": 30}).output))
     slow.start()
-    time.sleep(0.2)
+    assert server.call("slow_started", {"wait_s": HANG_TIMEOUT}).output == "1"  # killed mid-call, not before it
     os.kill(old, signal.SIGKILL)
     slow.join(HANG_TIMEOUT)
     assert "killed by signal 9" in box["output"]

@@ -53,6 +53,31 @@ def heartbeats_alive() -> bool:
     return any(thread.name == "toolnexus-heartbeat" and thread.is_alive() for thread in threading.enumerate())
 
 
+def counting_beats(rt: Runtime) -> Callable[[int], bool]:
+    """Count the heartbeats ``rt`` tries from now on; the result waits (up to 10 s) until
+    that many were tried, failed ones included."""
+    rows = rt._ownership._rows
+    beat = rows.heartbeat
+    tried = threading.Condition()
+    count = [0]
+
+    def counted(owner: str) -> None:
+        try:
+            beat(owner)
+        finally:
+            with tried:
+                count[0] += 1
+                tried.notify_all()
+
+    rows.heartbeat = counted  # type: ignore[method-assign]
+
+    def wait_for(n: int) -> bool:
+        with tried:
+            return tried.wait_for(lambda: count[0] >= n, timeout=10)
+
+    return wait_for
+
+
 def fault_mid_turn(path: Path, fault: Callable[[], None]) -> tuple[Runtime, Held, BaseException | None, float]:
     """Start ``run_agent`` on a held tool, apply ``fault``, let the tool go: the runtime,
     the tool, what ``run_agent`` raised and how long it took after the tool went."""
@@ -134,6 +159,7 @@ def test_a_corrupted_state_file_gives_state_error_and_no_thread_dies(tmp_path):
                     f.write(b"\x00garbage, not sqlite\x00" * 200)
 
     rt, held, error, took = fault_mid_turn(path, corrupt)
+    beats = counting_beats(rt)
     try:
         assert error is None or isinstance(error, StateError)  # SQLite may not read the broken pages yet
         assert took < FAST
@@ -143,7 +169,7 @@ def test_a_corrupted_state_file_gives_state_error_and_no_thread_dies(tmp_path):
                 verb()
             except StateError:
                 pass  # the one error a broken file may give
-        time.sleep(0.5)  # the scenario: a few heartbeats on a broken file
+        assert beats(2)  # the scenario: a few heartbeats on a broken file
         assert heartbeats_alive()
         with pytest.raises(StateError, match="state.db"):
             Runtime({}, generate=lambda r: {}, state=str(path))

@@ -127,12 +127,12 @@ def test_after_an_id_yields_every_later_event_of_the_subtree_once_in_order(clean
 
 
 def test_a_stream_of_a_running_handle_starts_at_the_start_of_its_turn(cleanup: Any) -> None:
-    gate = threading.Event()
+    entered, gate = threading.Event(), threading.Event()
     cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: gate.wait(HANG)), generate=team.model())
+    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
     handle = rt.spawn(rt.root, "slow")
     rt.wake(handle, "go")
-    run_in_thread(lambda: _until(lambda: rt.inspect(handle).state == "running" and any(e.get("event") == "spawn" for e in rt.events())), HANG)
+    assert entered.wait(HANG)  # its turn is running, in its tool
     stream = rt.stream(handle)
     first = run_in_thread(lambda: next(stream), HANG)
     assert first.kind == "state" and first.data == {"from": "idle", "to": "running"} and first.handle == handle.id
@@ -179,14 +179,6 @@ def test_without_a_state_the_last_10000_events_are_kept(cleanup: Any) -> None:
     events = run_in_thread(lambda: list(stream), HANG)
     assert kinds(events) == ["state", "text", "message", "state", "result"]
     assert len(log.kept_after(0, 20_000)) == 10_000
-
-
-def _until(check: Any, timeout: float = HANG) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.005)  # polling a condition the test cannot be notified of
-    return True
 
 
 # --- live from the model ------------------------------------------------------------------
@@ -583,21 +575,23 @@ def test_with_a_state_a_resume_in_another_runtime_is_followed_from_the_pending_r
     assert {e.kind for e in rest} >= {"state", "tool_result", "message", "result"} and "text" not in kinds(rest)
 
 
-def test_with_a_state_a_turn_running_in_another_process_is_streamed_from_its_start(cleanup: Any, state: str, tmp_path: Any) -> None:
+def test_with_a_state_a_turn_running_in_another_process_is_streamed_from_its_start(cleanup: Any, state: str) -> None:
     import subprocess
     import sys
 
     runtime_id = fresh_id()
-    gate = tmp_path / "gate"
     script = str(__import__("pathlib").Path(__file__).resolve().parent / "_stream_team.py")
-    child = subprocess.Popen([sys.executable, script, "run", state, runtime_id, str(gate)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, script, "run", state, runtime_id], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         rt = durable_runtime(cleanup, state, runtime_id)
-        run_in_thread(lambda: _until(lambda: _running(rt, "root/slow.1"), 20), 25)
+        assert json.loads(run_in_thread(child.stdout.readline, 25)) == {"entered": True}  # its tool is running there
         stream = rt.stream("root/slow.1")
         head = run_in_thread(lambda: [next(stream), next(stream), next(stream)], HANG)
         assert kinds(head) == ["state", "message", "tool_call"]
-        gate.write_text("open")
+        child.stdin.write("open\n")
+        child.stdin.flush()
         rest = run_in_thread(lambda: list(stream), HANG)
         assert kinds(rest) == ["tool_result", "message", "state", "result"] and stream.result.text == "slow done"
         out, err = child.communicate(timeout=20)
@@ -607,15 +601,6 @@ def test_with_a_state_a_turn_running_in_another_process_is_streamed_from_its_sta
         if child.poll() is None:
             child.kill()
             child.communicate()
-
-
-def _running(rt: Runtime, handle_id: str) -> bool:
-    from toolnexus import UnknownHandle
-
-    try:
-        return rt.inspect(handle_id).state == "running" and any(e.kind == "tool_call" for e in rt._tree.store.stream_events.read(0, 100))
-    except UnknownHandle:
-        return False
 
 
 def test_with_a_state_a_reconnect_gets_text_of_turns_running_here_and_each_durable_event_once(cleanup: Any, state: str) -> None:
