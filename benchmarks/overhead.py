@@ -45,6 +45,7 @@ if str(HERE) not in sys.path:  # also works as ``python -m benchmarks.overhead``
 if importlib.util.find_spec("toolnexus") is None:  # not installed: benchmark the checkout itself
     sys.path.insert(1, str(HERE.parent))
 
+import _child  # noqa: E402
 from toolnexus.testing import ScriptedLLMServer, completion  # noqa: E402
 
 MODEL = "bench"
@@ -285,35 +286,16 @@ SCENARIOS: dict[str, tuple[str, Any, list[Callable[[str], Variant]]]] = {
 }
 
 
-class ChildServer:
-    """The scripted server in a child process, so that the measured client does not share
-    its interpreter lock with the server's threads (a real model server never does).
-    ``requests_seen`` asks the child for its count over a pipe."""
+class ChildServer(_child.ChildServer):
+    """The scripted server of a scenario in a child process; ``requests_seen`` asks the
+    child for its count over a pipe."""
 
     def __init__(self, scenario: str) -> None:
-        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", scenario],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None and self._proc.stdin is not None
-        self.base_url = self._proc.stdout.readline().strip()
+        super().__init__(__file__, scenario)
 
     @property
     def requests_seen(self) -> int:
-        assert self._proc.stdout is not None and self._proc.stdin is not None
-        self._proc.stdin.write("count\n")
-        self._proc.stdin.flush()
-        return int(self._proc.stdout.readline())
-
-    def __enter__(self) -> ChildServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.close()
-        try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        return int(self.ask("count"))
 
 
 def serve(scenario: str) -> int:

@@ -43,8 +43,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # also works as ``python -m benchmarks.streaming``
+    sys.path.insert(0, str(HERE))
 if importlib.util.find_spec("toolnexus") is None:  # not installed: benchmark the checkout itself
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(1, str(HERE.parent))
+
+import _child  # noqa: E402
 
 MODEL = "bench"
 API_KEY = "sk-bench"
@@ -106,26 +110,11 @@ class StreamingServer:
         self._thread.join(5)
 
 
-class ChildServer:
-    """The streaming server in a child process (its threads do not compete with the
-    measured client for the interpreter lock)."""
+class ChildServer(_child.ChildServer):
+    """The streaming server in a child process."""
 
     def __init__(self, deltas: int, gap_s: float) -> None:
-        self._proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(deltas), str(gap_s)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self._proc.stdout is not None
-        self.base_url = self._proc.stdout.readline().strip()
-
-    def __enter__(self) -> ChildServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._proc.stdin is not None
-        self._proc.stdin.close()
-        try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        super().__init__(__file__, str(deltas), str(gap_s))
 
 
 def serve(deltas: int, gap_s: float) -> int:

@@ -29,6 +29,7 @@ if os.environ.get("TOOLNEXUS_TEST_CLOCK_SKEW"):  # this process's clock runs ahe
     _real_time = time.time
     time.time = lambda: _real_time() + _skew  # type: ignore[assignment]
 
+from _files import append, lines  # noqa: E402,F401 - lines: the tests read what the team wrote
 from toolnexus import AgentDef, Budget, Runtime, Tool, make_request, suspend  # noqa: E402
 from toolnexus.state import open_state  # noqa: E402
 from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
@@ -37,20 +38,8 @@ from toolnexus.wire import to_wire  # noqa: E402
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
 
 
-def append(path: str | None, line: str) -> None:
-    if path is None:
-        return
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(line + "\n")
-        out.flush()
-        os.fsync(out.fileno())
 
 
-def lines(path: str) -> list[str]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 # --- the writing team ----------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import uuid
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from _files import append, lines  # noqa: E402,F401 - lines: the tests read what the team wrote
 from toolnexus import AgentDef, Runtime, Tool, make_answer, make_request, suspend  # noqa: E402
 from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
 from toolnexus.wire import to_wire  # noqa: E402
@@ -48,30 +48,17 @@ def files(tmp_path: Any) -> Any:
 
 
 USAGE = {"prompt_tokens": 30, "completion_tokens": 10, "total_tokens": 40}
-_append_lock = threading.Lock()
 
 
-def _append(path: str | None, line: str) -> None:
-    if path is None:
-        return
-    with _append_lock, open(path, "a", encoding="utf-8") as out:
-        out.write(line + "\n")
-        out.flush()
-        os.fsync(out.fileno())
 
 
-def lines(path: str) -> list[str]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def registry(effects: str | None = None) -> dict[str, AgentDef]:
     def approve(args: dict[str, Any], ctx: Any) -> Any:
         if ctx.answer is None:
             return suspend(make_request("approval", "approve deploy?"))
-        _append(effects, f"deployed {ctx.handle_id}")
+        append(effects, f"deployed {ctx.handle_id}")
         return "approved"
 
     worker = AgentDef("worker", "deploys", model="m-worker", tools=[Tool("approve", "ask for approval", None, approve)])
@@ -82,21 +69,21 @@ def registry(effects: str | None = None) -> dict[str, AgentDef]:
 
 def model(calls: str | None = None) -> ScriptedModel:
     def boss(request: dict[str, Any]) -> dict[str, Any]:
-        _append(calls, "boss")
+        append(calls, "boss")
         found = tool_messages(request)
         if found:
             return {"content": f"boss: {found[-1]}"}
         return {"tool_calls": [{"id": "call_task", "name": "task", "arguments": {"agent": "worker", "prompt": "deploy"}}]}
 
     def worker(request: dict[str, Any]) -> dict[str, Any]:
-        _append(calls, "worker")
+        append(calls, "worker")
         found = tool_messages(request)
         if found:
             return {"content": f"deployed: {found[-1]}"}
         return {"tool_calls": [{"id": "call_approve", "name": "approve", "arguments": {}}]}
 
     def echo(request: dict[str, Any]) -> dict[str, Any]:
-        _append(calls, "echo")
+        append(calls, "echo")
         return {"content": "echoed"}
 
     return ScriptedModel({"m-boss": boss, "m-worker": worker, "m-echo": echo}, usage=USAGE)
@@ -121,7 +108,7 @@ def crash_registry(effects: str, retry: str = "never", crash: str | None = None)
 
     def charge(args: dict[str, Any], ctx: Any) -> Any:
         die("tool-before-effect")
-        _append(effects, f"{ctx.idempotency_key} {args['order']}")
+        append(effects, f"{ctx.idempotency_key} {args['order']}")
         die("tool-after-effect")
         return f"charged {args['order']}"
 
@@ -136,7 +123,7 @@ def crash_registry(effects: str, retry: str = "never", crash: str | None = None)
 
 def crash_model(calls: str | None, crash: str | None = None) -> ScriptedModel:
     def lead(request: dict[str, Any]) -> dict[str, Any]:
-        _append(calls, "lead")
+        append(calls, "lead")
         found = tool_messages(request)
         if found:
             return {"content": f"lead: {found[-1]}"}
@@ -146,7 +133,7 @@ def crash_model(calls: str | None, crash: str | None = None) -> ScriptedModel:
         found = tool_messages(request)
         if found and crash == "worker-second-call":
             os.kill(os.getpid(), signal.SIGKILL)
-        _append(calls, "worker")
+        append(calls, "worker")
         if found:
             return {"content": f"worker: {found[-1]}"}
         return {"tool_calls": [{"id": "call_charge", "name": "charge", "arguments": {"order": "A-1"}}]}
@@ -168,12 +155,12 @@ def stalling_runtime(state: str, runtime_id: str, calls: str, gate: Callable[[],
     interrupt from another process must stop it before that second call."""
 
     def hold(args: dict[str, Any], ctx: Any) -> Any:
-        _append(calls, "tool")
+        append(calls, "tool")
         gate()  # the test process decides when the tool ends
         return "held"
 
     def slow(request: dict[str, Any]) -> dict[str, Any]:
-        _append(calls, "slow")
+        append(calls, "slow")
         if tool_messages(request):
             return {"content": "finished"}
         return {"tool_calls": [{"id": "call_hold", "name": "hold", "arguments": {}}]}

@@ -81,34 +81,29 @@ class _Reader(io.BufferedReader):
         super().close()
 
 
-class PlainReply:
-    """A plain reply, read whole off a pooled connection."""
+class _PooledReply:
+    """What both kinds of reply share: the pooled connection they came on, given back to
+    its pool once the body is read (or closed, when it cannot carry another request)."""
 
-    __slots__ = ("status", "headers", "_pool", "_conn", "_reader", "_reply")
+    __slots__ = ("status", "headers", "_pool", "_conn")
 
-    def __init__(self, pool: Any, conn: Any, reader: ReplyReader, reply: Reply) -> None:
-        self.status = reply.status
-        self.headers = reply.headers
+    def __init__(self, pool: Any, conn: Any, status: int, headers: Any) -> None:
+        self.status = status
+        self.headers = headers
         self._pool = pool
         self._conn: Any = conn
-        self._reader = reader
-        self._reply = reply
 
-    def read_all(self) -> bytes:
-        content = self._reader.body(self._reply)
+    def _decoded(self, content: bytes) -> bytes:
         coding = self.headers.get("Content-Encoding")
         if coding is not None and coding.lower() != "identity":
             return _decoded(self.headers, self.status, content)
         return content
 
-    def read_some(self, until: float | None) -> bytes:
-        return self.read_all()  # not asked of a plain reply: its body comes whole, once
-
-    def done(self) -> None:
+    def _give_back(self, reusable: bool) -> None:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if self._reply.will_close or self._reader.leftover:
+        if not reusable:
             conn.close()
         conn.toolnexus_idle_since = time.monotonic()
         self._pool._put_conn(conn)
@@ -120,26 +115,39 @@ class PlainReply:
             self._pool._put_conn(None)
 
 
-class StreamedReply:
+class PlainReply(_PooledReply):
+    """A plain reply, read whole off a pooled connection."""
+
+    __slots__ = ("_reader", "_reply")
+
+    def __init__(self, pool: Any, conn: Any, reader: ReplyReader, reply: Reply) -> None:
+        super().__init__(pool, conn, reply.status, reply.headers)
+        self._reader = reader
+        self._reply = reply
+
+    def read_all(self) -> bytes:
+        return self._decoded(self._reader.body(self._reply))
+
+    def read_some(self, until: float | None) -> bytes:
+        return self.read_all()  # not asked of a plain reply: its body comes whole, once
+
+    def done(self) -> None:
+        self._give_back(not (self._reply.will_close or self._reader.leftover))
+
+
+class StreamedReply(_PooledReply):
     """A streamed reply, parsed by ``http.client`` and read as it arrives."""
 
-    __slots__ = ("status", "headers", "_pool", "_conn", "_response", "_reader", "_coded")
+    __slots__ = ("_response", "_reader", "_coded")
 
     def __init__(self, pool: Any, conn: Any, response: http.client.HTTPResponse, reader: _Reader) -> None:
-        self.status = response.status
-        self.headers = response.msg
-        self._pool = pool
-        self._conn: Any = conn
+        super().__init__(pool, conn, response.status, response.msg)
         self._response = response
         self._reader = reader
         self._coded: Any = None  # a decoding view of a streamed body with a content coding
 
     def read_all(self) -> bytes:
-        content = self._response.read()
-        coding = self.headers.get("Content-Encoding")
-        if coding is not None and coding.lower() != "identity":
-            return _decoded(self.headers, self.status, content)
-        return content
+        return self._decoded(self._response.read())
 
     def read_some(self, until: float | None) -> bytes:
         wire: _Wire = self._reader.raw  # type: ignore[assignment]
@@ -152,20 +160,8 @@ class StreamedReply:
         return bytes(self._coded.read1(READ_SIZE, decode_content=True))
 
     def done(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
         response = self._response
-        if response.will_close or not response.isclosed() or self._reader.leftover:
-            conn.close()
-        conn.toolnexus_idle_since = time.monotonic()
-        self._pool._put_conn(conn)
-
-    def abort(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-            self._pool._put_conn(None)
+        self._give_back(not (response.will_close or not response.isclosed() or self._reader.leftover))
 
 
 class DirectRoute:
