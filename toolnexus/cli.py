@@ -91,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--model", help="model name (overrides [connection] model)")
         command.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
 
+    def continuing(command: argparse.ArgumentParser) -> None:
+        """What the commands that continue a stored run take besides their own arguments."""
+        command.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
+        connection(command)
+        command.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
+        command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+
     demo = commands.add_parser(
         "demo",
         help="run a scripted team offline: delegation in parallel and an approval",
@@ -126,13 +133,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     answer.add_argument("team", metavar="TEAM.toml")
     answer.add_argument("request_id", metavar="REQUEST_ID")
-    answer.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
     decision = answer.add_mutually_exclusive_group(required=True)
     decision.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve the request")
     decision.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline the request")
-    connection(answer)
-    answer.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
-    answer.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+    continuing(answer)
 
     retry = commands.add_parser(
         "retry",
@@ -142,10 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     retry.add_argument("team", metavar="TEAM.toml")
     retry.add_argument("handle", metavar="HANDLE")
-    retry.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
-    connection(retry)
-    retry.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
-    retry.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+    continuing(retry)
     clistate.add_commands(commands)
     return parser
 
