@@ -43,7 +43,8 @@ def tool_result(result: Any) -> ToolResult:
     placeholder, kept whole in ``metadata["content"]``), ``isError``, ``structuredContent``
     in ``metadata["structured"]``."""
     if not isinstance(result, dict):
-        return ToolResult(output=f"the server sent a tools/call result that is not an object: {json.dumps(result)[:200]}", is_error=True)
+        text = f"the server sent a tools/call result that is not an object: {json.dumps(result)[:200]}"
+        return ToolResult(output=text, is_error=True)
     parts: list[str] = []
     others: list[Any] = []
     content = result.get("content")
