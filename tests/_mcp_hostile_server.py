@@ -3,6 +3,7 @@
     python _mcp_hostile_server.py flood         # floods pings and never reads stdin again
     python _mcp_hostile_server.py line BYTES    # a reply line of BYTES bytes, no newline
     python _mcp_hostile_server.py stderr BYTES  # a stderr line of BYTES bytes, then exits 3
+    python _mcp_hostile_server.py deep          # JSON nested past any decoder, then the reply
 
 It answers the handshake and ``tools/list`` as a server should, and ``tools/call`` of
 ``echo`` with its ``text`` argument, so that a test can show the client still works.
@@ -50,6 +51,16 @@ def stderr_line(size: int) -> None:
     sys.exit(3)
 
 
+def deep(request_id: int) -> None:
+    """Lines nested deeper than a decoder goes (one not even closed), a batch of batches,
+    then the reply, which a client that survived them gets."""
+    out = sys.stdout.buffer
+    out.write(b"[" * 100_000 + b"\n")
+    out.write(b"[" * 50_000 + b"]" * 50_000 + b"\n")
+    out.write(b"[" * 900 + b"{}" + b"]" * 900 + b"\n")
+    send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "survived"}]}})
+
+
 def main() -> None:
     mode = sys.argv[1]
     for line in sys.stdin:
@@ -70,6 +81,8 @@ def main() -> None:
             long_line(request_id, int(sys.argv[2]))
         elif method == "tools/call" and mode == "stderr":
             stderr_line(int(sys.argv[2]))
+        elif method == "tools/call" and mode == "deep":
+            deep(request_id)
 
 
 main()

@@ -4,9 +4,11 @@ answer the handshake and then attack; a second server records whatever reaches i
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
+import zlib
 from typing import Any, Callable
 
 import pytest
@@ -74,6 +76,22 @@ def endless_event(exchange: Exchange, message: dict[str, Any]) -> None:
         exchange.chunk(BLOCK)
 
 
+@functools.lru_cache(maxsize=None)
+def _bomb() -> bytes:
+    """A gzip body of about 64 KiB that decodes to a 64 MiB reply (made in pieces; it is
+    refused before its end, so the request id it names does not matter)."""
+    squeeze = zlib.compressobj(6, zlib.DEFLATED, 31)
+    head = b'{"jsonrpc":"2.0","id":0,"result":{"content":[{"type":"text","text":"'
+    block = b"x" * MIB
+    return b"".join([squeeze.compress(head), *(squeeze.compress(block) for _ in range(64)), squeeze.flush()])
+
+
+def compressed_bomb(exchange: Exchange, message: dict[str, Any]) -> None:
+    body = _bomb()
+    exchange.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
 def long_announced_body(exchange: Exchange, message: dict[str, Any]) -> None:
     exchange.headers(200, length=1 << 40)
     exchange.stall()
@@ -105,12 +123,13 @@ def _endpoint(servers, attack: Attack, **options: Any) -> mcp.MCPServer:
 # --- bounded messages ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("attack", [endless_json, endless_event, long_announced_body])
+@pytest.mark.parametrize("attack", [endless_json, endless_event, long_announced_body, compressed_bomb])
 def test_a_reply_over_the_limit_fails_the_call_naming_max_message_bytes_and_holds_about_the_limit(
     servers, closing, attack
 ):
     client = closing(_endpoint(servers, attack, max_message_bytes=MIB, timeout=20))
     client.tools()
+    _bomb()  # made before the measure
     with peak_memory() as memory:
         result = run_in_thread(lambda: client.call("attack", {}))
     assert result.is_error and "max_message_bytes (1048576 bytes)" in result.output
@@ -137,6 +156,19 @@ def test_the_session_goes_on_after_a_reply_over_the_limit(servers, closing):
     client = closing(_endpoint(servers, once_too_long, max_message_bytes=MIB))
     assert client.call("attack", {}).is_error
     assert client.call("attack", {}).output == "fine"
+
+
+def test_an_event_nested_past_any_decoder_is_passed_over_and_the_reply_after_it_arrives(servers, closing):
+    def deep_then_reply(exchange: Exchange, message: dict[str, Any]) -> None:
+        _chunked_head(exchange, "text/event-stream")
+        exchange.chunk(b"data: " + b"[" * 100_000 + b"\n\n")
+        exchange.chunk(b"data: " + b"[" * 900 + b"{}" + b"]" * 900 + b"\n\n")
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "survived"}]}}
+        exchange.chunk(b"data: " + json.dumps(reply).encode() + b"\n\n")
+        exchange.chunk(b"")
+
+    client = closing(_endpoint(servers, deep_then_reply))
+    assert client.call("attack", {}).output == "survived"
 
 
 # --- one deadline over the whole call -----------------------------------------------------------

@@ -47,6 +47,14 @@ def test_a_stderr_line_without_newline_is_kept_cut_and_the_exit_still_named(clos
     assert memory["peak"] < MIB + MARGIN
 
 
+def test_json_nested_past_any_decoder_is_passed_over_and_the_reply_after_it_arrives(closing):
+    server = closing(mcp.stdio(hostile_command("deep")))
+    server.tools()
+    pid = server.pid
+    assert server.call("attack", {}).output == "survived"
+    assert server.pid == pid  # the same process: its reader lived through it
+
+
 def _interrupted_after(server: mcp.MCPServer, delay: float) -> tuple[float, str]:
     """Call ``attack``, interrupt it ``delay`` s later: (seconds from interrupt to return, output)."""
     ctx = ToolContext()

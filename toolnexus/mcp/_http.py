@@ -29,7 +29,7 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 from .._cancel import CancelScope, set_current_scope
 from ..transport import cancellable_session, describe_failure, public_url
 from ._body import Body, severed_at
-from ._rpc import Cancel, Expired, Failed, Gone, Pending, Refused, Session, woken_by
+from ._rpc import Cancel, Expired, Failed, Gone, Pending, Refused, Session, decode, woken_by
 
 if TYPE_CHECKING:
     import requests
@@ -164,7 +164,7 @@ class HttpWire:
         delivered = False
         if kind == "application/json" and content.strip():
             try:
-                self._rpc.deliver(json.loads(content))
+                self._rpc.deliver(decode(content))
                 delivered = True
             except ValueError:
                 pass
@@ -182,7 +182,7 @@ class HttpWire:
             if event.event != "message" or not event.data.strip():
                 continue
             try:
-                message = json.loads(event.data)
+                message = decode(event.data)
             except ValueError:
                 log.warning("mcp server %s sent an event that is not JSON; ignored: %.200r", self._name, event.data)
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import threading
 import time
@@ -66,6 +67,19 @@ class TooLarge(Failed):
 
 class Refused(Failed):
     """An exchange this client will not go on with (a redirect to another origin)."""
+
+
+def decode(text: bytes | bytearray | str) -> Any:
+    """A message's JSON text as a value.
+
+    Raises:
+        ValueError: it is not JSON, or nests too deeply for the decoder (which would
+            otherwise raise ``RecursionError``).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
 
 
 class Pending:
@@ -187,10 +201,10 @@ class Session:
 
     def deliver(self, message: Any) -> None:
         """Route one decoded message (or a batch of them) from the server."""
-        if isinstance(message, list):
-            for each in message:
-                self.deliver(each)
-            return
+        for each in message if isinstance(message, list) else (message,):
+            self._route(each)
+
+    def _route(self, message: Any) -> None:
         if not isinstance(message, dict):
             log.warning("mcp server %s sent a message that is not a JSON object; ignored", self.server)
             return

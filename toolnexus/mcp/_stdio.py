@@ -23,7 +23,7 @@ import threading
 from typing import IO, Any, Sequence
 
 from ._pipes import LineTooLong, PipeWriter, WriterClosed, bounded_lines
-from ._rpc import Cancel, Gone, Pending, Session
+from ._rpc import Cancel, Gone, Pending, Session, decode
 
 log = logging.getLogger("toolnexus")
 
@@ -109,7 +109,7 @@ class StdioWire:
                 if not line.strip():
                     continue
                 try:
-                    message = json.loads(line)
+                    message = decode(line)
                 except ValueError:
                     log.warning(
                         "mcp server %s wrote a line to stdout that is not JSON; ignored: %.200r",
