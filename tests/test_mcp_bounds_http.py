@@ -4,115 +4,37 @@ answer the handshake and then attack; a second server records whatever reaches i
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 import time
-import zlib
 from typing import Any, Callable
 
 import pytest
 
 from _mcp import peak_memory
+from _mcp_hostile_http import (
+    MIB,
+    Attack,
+    bomb,
+    chunked_head,
+    compressed_bomb,
+    dripping_body,
+    dripping_headers,
+    endless_event,
+    endless_json,
+    endless_keepalives,
+    long_announced_body,
+    mcp_endpoint,
+    reply,
+)
 from _rawserver import Exchange
 from conftest import HANG_TIMEOUT, run_in_thread
 from toolnexus import ToolContext
 from toolnexus import mcp
 from toolnexus.mcp import MCPError
 
-MIB = 1 << 20
 MARGIN = 3 * MIB  # what the client may hold beyond the limit: a read, the decoding, its own objects
-BLOCK = b"x" * 65536
 SECRETS = {"X-Api-Key": "k-one-secret", "api-key": "k-two-secret", "Authorization": "Bearer t-three-secret"}
-
-Attack = Callable[[Exchange, dict[str, Any]], None]
-
-
-def _body(exchange: Exchange) -> dict[str, Any]:
-    return json.loads(exchange.request.partition(b"\r\n\r\n")[2])
-
-
-def _reply(exchange: Exchange, request_id: Any, result: dict[str, Any]) -> None:
-    exchange.reply(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode())
-
-
-def mcp_endpoint(attack: Attack, tools_list: Attack | None = None) -> Callable[[Exchange], None]:
-    """A script that speaks MCP over HTTP to the handshake, then answers ``tools/call`` (and
-    ``tools/list`` when given) with ``attack``."""
-
-    def script(exchange: Exchange) -> None:
-        message = _body(exchange)
-        method = message.get("method")
-        if "id" not in message:
-            exchange.reply(b"", status=202)
-        elif method == "initialize":
-            _reply(exchange, message["id"], {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-                                             "serverInfo": {"name": "hostile", "version": "1"}})
-        elif method == "tools/list" and tools_list is None:
-            _reply(exchange, message["id"], {"tools": [{"name": "attack", "inputSchema": {"type": "object"}}]})
-        elif method == "tools/list":
-            tools_list(exchange, message)
-        else:
-            attack(exchange, message)
-
-    return script
-
-
-def _chunked_head(exchange: Exchange, kind: str) -> None:
-    exchange.send(f"HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
-
-
-def endless_json(exchange: Exchange, message: dict[str, Any]) -> None:
-    _chunked_head(exchange, "application/json")
-    exchange.chunk(b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"' % message["id"])
-    while not exchange.server.closing.is_set():
-        exchange.chunk(BLOCK)
-
-
-def endless_event(exchange: Exchange, message: dict[str, Any]) -> None:
-    _chunked_head(exchange, "text/event-stream")
-    exchange.chunk(b'data: {"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"' % message["id"])
-    while not exchange.server.closing.is_set():
-        exchange.chunk(BLOCK)
-
-
-@functools.lru_cache(maxsize=None)
-def _bomb() -> bytes:
-    """A gzip body of about 64 KiB that decodes to a 64 MiB reply (made in pieces; it is
-    refused before its end, so the request id it names does not matter)."""
-    squeeze = zlib.compressobj(6, zlib.DEFLATED, 31)
-    head = b'{"jsonrpc":"2.0","id":0,"result":{"content":[{"type":"text","text":"'
-    block = b"x" * MIB
-    return b"".join([squeeze.compress(head), *(squeeze.compress(block) for _ in range(64)), squeeze.flush()])
-
-
-def compressed_bomb(exchange: Exchange, message: dict[str, Any]) -> None:
-    body = _bomb()
-    exchange.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
-                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-
-
-def long_announced_body(exchange: Exchange, message: dict[str, Any]) -> None:
-    exchange.headers(200, length=1 << 40)
-    exchange.stall()
-
-
-def dripping_body(exchange: Exchange, message: dict[str, Any]) -> None:
-    _chunked_head(exchange, "application/json")
-    while not exchange.server.closing.wait(0.05):
-        exchange.chunk(b" ")
-
-
-def endless_keepalives(exchange: Exchange, message: dict[str, Any]) -> None:
-    _chunked_head(exchange, "text/event-stream")
-    while not exchange.server.closing.is_set():
-        exchange.chunk(b": keep-alive\n\n" * 1000)
-
-
-def dripping_headers(exchange: Exchange, message: dict[str, Any]) -> None:
-    exchange.send(b"HTTP/1.1 200 OK\r\n")
-    while not exchange.server.closing.wait(0.05):
-        exchange.send(b"X-Slow: a\r\n")
 
 
 def _endpoint(servers, attack: Attack, **options: Any) -> mcp.MCPServer:
@@ -129,7 +51,7 @@ def test_a_reply_over_the_limit_fails_the_call_naming_max_message_bytes_and_hold
 ):
     client = closing(_endpoint(servers, attack, max_message_bytes=MIB, timeout=20))
     client.tools()
-    _bomb()  # made before the measure
+    bomb()  # made before the measure
     with peak_memory() as memory:
         result = run_in_thread(lambda: client.call("attack", {}))
     assert result.is_error and "max_message_bytes (1048576 bytes)" in result.output
@@ -151,7 +73,7 @@ def test_the_session_goes_on_after_a_reply_over_the_limit(servers, closing):
         if len(calls) == 1:
             endless_json(exchange, message)
         else:
-            _reply(exchange, message["id"], {"content": [{"type": "text", "text": "fine"}]})
+            reply(exchange, message["id"], {"content": [{"type": "text", "text": "fine"}]})
 
     client = closing(_endpoint(servers, once_too_long, max_message_bytes=MIB))
     assert client.call("attack", {}).is_error
@@ -160,11 +82,11 @@ def test_the_session_goes_on_after_a_reply_over_the_limit(servers, closing):
 
 def test_an_event_nested_past_any_decoder_is_passed_over_and_the_reply_after_it_arrives(servers, closing):
     def deep_then_reply(exchange: Exchange, message: dict[str, Any]) -> None:
-        _chunked_head(exchange, "text/event-stream")
+        chunked_head(exchange, "text/event-stream")
         exchange.chunk(b"data: " + b"[" * 100_000 + b"\n\n")
         exchange.chunk(b"data: " + b"[" * 900 + b"{}" + b"]" * 900 + b"\n\n")
-        reply = {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "survived"}]}}
-        exchange.chunk(b"data: " + json.dumps(reply).encode() + b"\n\n")
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": {"content": [{"type": "text", "text": "survived"}]}}
+        exchange.chunk(b"data: " + json.dumps(answer).encode() + b"\n\n")
         exchange.chunk(b"")
 
     client = closing(_endpoint(servers, deep_then_reply))
@@ -188,7 +110,7 @@ def test_an_interrupt_ends_a_call_reading_an_endless_body_within_100_ms(servers,
     body_begun = threading.Event()
 
     def drip_after_saying_so(exchange: Exchange, message: dict[str, Any]) -> None:
-        _chunked_head(exchange, "application/json")
+        chunked_head(exchange, "application/json")
         body_begun.set()
         dripping_body(exchange, message)
 

@@ -22,29 +22,45 @@ log = logging.getLogger("toolnexus")
 
 #: How long ``close`` waits for a writer that is not blocked on the pipe to end.
 _JOIN_S = 2.0
+#: A line up to this long is read in one go; a longer one is gathered piece by piece.
+_PIECE = 65536
 
 
 class LineTooLong(Exception):
     """A line went past the reader's limit (nothing more of it was read)."""
 
 
-def bounded_lines(stream: IO[bytes], limit: int, *, cut: bool = False) -> Iterator[bytes]:
+def bounded_lines(stream: IO[bytes], limit: int, *, cut: bool = False) -> Iterator[bytes | bytearray]:
     """The lines of ``stream`` (newline kept; a last line without one as it is), each at
     most ``limit`` bytes before its newline. A longer line raises ``LineTooLong`` once
     ``limit + 1`` bytes of it are in, or with ``cut`` is yielded cut to ``limit`` bytes
-    and the rest of it read and dropped."""
+    and the rest of it read and dropped. A line longer than 64 KiB is gathered in one
+    ``bytearray`` (yielded as it is), so that no more than about ``limit`` is held."""
+    piece = min(limit, _PIECE) + 1
     while True:
-        line = stream.readline(limit + 1)  # never more than limit + 1 bytes held
+        line: bytes | bytearray = stream.readline(piece)
         if not line:
             return
-        if len(line) <= limit or line.endswith(b"\n"):
+        if len(line) > piece - 1 and not line.endswith(b"\n"):  # more than one piece, or too long
+            line = _gather(stream, bytearray(line), limit)
+        if line.endswith(b"\n") or len(line) <= limit:
             yield line
             continue
         if not cut:
             raise LineTooLong(f"a line longer than {limit} bytes")
-        yield line[:limit]
+        yield bytes(line[:limit])
         while line and not line.endswith(b"\n"):
-            line = stream.readline(limit + 1)
+            line = stream.readline(piece)
+
+
+def _gather(stream: IO[bytes], held: bytearray, limit: int) -> bytearray:
+    """``held`` and the rest of its line, until the line ends or is ``limit + 1`` bytes."""
+    while not held.endswith(b"\n") and len(held) <= limit:
+        more = stream.readline(min(_PIECE, limit + 1 - len(held)))
+        if not more:
+            break
+        held += more
+    return held
 
 
 class WriterClosed(Exception):

@@ -106,7 +106,7 @@ class StdioWire:
         assert stdout is not None
         try:
             for line in bounded_lines(stdout, self._limit):
-                if not line.strip():
+                if line.isspace():
                     continue
                 try:
                     message = decode(line)
