@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import sys
-import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -34,7 +33,8 @@ import _mcp_hostile_http as hostile  # noqa: E402
 from _mcp import hostile_command  # noqa: E402
 from _rawserver import RawServer  # noqa: E402
 
-from toolnexus import ToolContext, mcp  # noqa: E402
+from mcp_calls import interrupt_latency  # noqa: E402
+from toolnexus import mcp  # noqa: E402
 
 MIB = 1 << 20
 
@@ -83,22 +83,7 @@ def call_seconds(server: mcp.MCPServer) -> float:
 
 def interrupt_ms(server: mcp.MCPServer, samples: int) -> list[float]:
     """Milliseconds from ``ctx.cancelled.set()`` to the return of an ``attack`` call."""
-    found: list[float] = []
-    for _ in range(samples):
-        ctx = ToolContext()
-        set_at: list[float] = []
-
-        def cancel() -> None:
-            set_at.append(time.perf_counter())
-            ctx.cancelled.set()
-
-        timer = threading.Timer(0.1, cancel)
-        timer.start()
-        result = server.call("attack", {}, ctx)
-        found.append((time.perf_counter() - set_at[0]) * 1000)
-        timer.join()
-        assert "interrupted" in result.output, result.output
-    return found
+    return interrupt_latency(server, samples, tool="attack", arguments={}, after=0.1)
 
 
 def close_seconds() -> float:
