@@ -99,8 +99,11 @@ class SDKClient:
         self._thread.join(10)
 
 
-def interrupt_latency(server: mcp.MCPServer, samples: int) -> list[float]:
-    """Milliseconds from ``ctx.cancelled.set()`` to the return of a call blocked in ``slow``."""
+def interrupt_latency(
+    server: mcp.MCPServer, samples: int, tool: str = "slow", arguments: dict[str, Any] | None = None, after: float = 0.05
+) -> list[float]:
+    """Milliseconds from ``ctx.cancelled.set()``, ``after`` s into a call of ``tool`` (by
+    default ``slow`` for 30 s), to the call's return."""
     found: list[float] = []
     for _ in range(samples):
         ctx = ToolContext()
@@ -110,11 +113,11 @@ def interrupt_latency(server: mcp.MCPServer, samples: int) -> list[float]:
             set_at.append(time.perf_counter())
             ctx.cancelled.set()
 
-        timer = threading.Timer(0.05, cancel)
+        timer = threading.Timer(after, cancel)
         timer.start()
-        result = server.call("slow", {"seconds": 30}, ctx)
+        result = server.call(tool, {"seconds": 30} if arguments is None else arguments, ctx)
         found.append((time.perf_counter() - set_at[0]) * 1000)
-        assert result.is_error and "interrupted" in result.output
+        assert result.is_error and "interrupted" in result.output, result.output
         timer.join()
     return found
 

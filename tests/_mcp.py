@@ -10,6 +10,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import tracemalloc
 from pathlib import Path
 from typing import Iterator
 
@@ -34,6 +35,25 @@ def sdk_stdio_command() -> list[str]:
 
 def raw_command(*args: str) -> list[str]:
     return [sys.executable, str(HERE / "_mcp_raw_server.py"), *args]
+
+
+def hostile_command(*args: str) -> list[str]:
+    """``_mcp_hostile_server.py``: a stdio server that turns hostile on its ``attack`` tool."""
+    return [sys.executable, str(HERE / "_mcp_hostile_server.py"), *args]
+
+
+@contextlib.contextmanager
+def peak_memory() -> Iterator[dict[str, int]]:
+    """``box["peak"]``: the most memory Python objects held at once during the block, over
+    what they held when it began (every thread counted)."""
+    box: dict[str, int] = {}
+    tracemalloc.start()
+    try:
+        begun = tracemalloc.get_traced_memory()[0]
+        yield box
+        box["peak"] = tracemalloc.get_traced_memory()[1] - begun
+    finally:
+        tracemalloc.stop()
 
 
 def everything_command() -> list[str]:

@@ -56,6 +56,8 @@ def test_a_stdio_server_gets_env_and_runs_in_cwd_relative_to_the_team_file(tmp_p
         ('command = ["x"]\nheaders = { A = "b" }', "unknown key(s) headers"),
         ('url = "ftp://example.invalid"', "http:// or https://"),
         ('command = ["x"]\ntimeout = 0', "timeout must be"),
+        ('command = ["x"]\nmax_message_bytes = 0', "max_message_bytes must be a positive integer"),
+        ('url = "http://127.0.0.1:9/mcp"\nmax_message_bytes = "8MiB"', "max_message_bytes must be a positive integer"),
     ],
 )
 def test_an_mcp_table_it_cannot_mean_is_refused(tmp_path, table, expected):

@@ -57,8 +57,8 @@ class Team:
 _TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout", "retries", "request_params")
 _AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output", "request_params")
-_STDIO_KEYS = ("command", "env", "cwd", "timeout")
-_HTTP_KEYS = ("url", "headers", "timeout")
+_STDIO_KEYS = ("command", "env", "cwd", "timeout", "max_message_bytes")
+_HTTP_KEYS = ("url", "headers", "timeout", "max_message_bytes")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
 STYLES = styles.NAMES
 #: ``api_key_env`` may only name a variable that holds a key: upper case, ending in
@@ -339,18 +339,21 @@ def _mcp_server(label: str, spec: Any, base: str, where: str, fail: Callable[[st
         raise fail(f'{where} needs command = ["program", "arg"...] or url = "http://..." (one of them)')
     _unknown(spec, _STDIO_KEYS if "command" in spec else _HTTP_KEYS, where, fail)
     timeout = spec.get("timeout", 30)
+    limit = spec.get("max_message_bytes", mcp.DEFAULT_MAX_MESSAGE_BYTES)
     try:
         if "url" in spec:
             if not isinstance(spec["url"], str) or not _string_table(spec.get("headers", {})):
                 raise fail(f"{where}: url must be a string and headers a table of strings")
-            return mcp.http(spec["url"], headers=spec.get("headers"), timeout=timeout, name=label)
+            headers = spec.get("headers")
+            return mcp.http(spec["url"], headers=headers, timeout=timeout, name=label, max_message_bytes=limit)
         command, cwd = spec["command"], spec.get("cwd")
         if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
             raise fail(f"{where}: command must be a list of strings, e.g. [\"npx\", \"-y\", \"some-server\"]")
         if not _string_table(spec.get("env", {})) or (cwd is not None and not isinstance(cwd, str)):
             raise fail(f"{where}: env must be a table of strings and cwd a string")
         folder = os.path.join(base, cwd) if cwd is not None else base
-        return mcp.stdio(command, env=spec.get("env"), cwd=folder, timeout=timeout, name=label)
+        env = spec.get("env")
+        return mcp.stdio(command, env=env, cwd=folder, timeout=timeout, name=label, max_message_bytes=limit)
     except ConfigError as exc:
         raise fail(f"{where}: {exc}") from None
 

@@ -6,8 +6,14 @@ notifications of the server's own, each handed to the JSON-RPC session as it arr
 ``Mcp-Session-Id`` the server gives is sent back on every later message, as is the agreed
 ``MCP-Protocol-Version``; a 404 while holding a session id means the server forgot the
 session (``Expired``). Closing DELETEs the session (a 405 means the server does not allow
-that, which is fine). Each exchange runs on the calling thread in a ``CancelScope``, so an
-interrupt or ``close`` shuts its connection at once.
+that, which is fine).
+
+Bounds: each exchange runs on the calling thread in a ``CancelScope`` that an interrupt,
+``close`` or the exchange's deadline shuts (``_body``), and its reply is read within
+``max_message_bytes``. An answer to the server's own request, sent while a reply is read,
+stays within that reply's deadline and scope. Redirects: a 307 or 308 to the same origin
+(scheme, host and port) is followed with the same POST, up to ``MAX_REDIRECTS`` times;
+any other redirect fails the exchange with ``Refused``, and nothing is sent to its target.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 from .._cancel import CancelScope, set_current_scope
-from .._sse import SSEDecoder
 from ..transport import cancellable_session, describe_failure, public_url
-from ._rpc import Expired, Gone, Pending, Session, woken_by
+from ._body import Body, severed_at
+from ._rpc import Cancel, Expired, Failed, Gone, Pending, Refused, Session, decode, woken_by
 
 if TYPE_CHECKING:
     import requests
@@ -32,19 +39,23 @@ log = logging.getLogger("toolnexus")
 _ACCEPT = "application/json, text/event-stream"
 _CONNECT_TIMEOUT_S = 10.0
 _CLOSE_TIMEOUT_S = 5.0
-_CHUNK = 65536
 _EXCERPT = 300
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: Same-origin 307/308 redirects followed for one message.
+MAX_REDIRECTS = 5
+_REDIRECTS = (301, 302, 303, 307, 308)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class HttpWire:
     """One Streamable HTTP session with a server (see the module docs)."""
 
-    def __init__(self, session: Session, url: str, headers: dict[str, str] | None) -> None:
+    def __init__(self, session: Session, url: str, headers: dict[str, str] | None, max_message_bytes: int) -> None:
         self._rpc = session
         self._name = session.server
         self._url = url
         self._where = public_url(url)
+        self._limit = max_message_bytes
         self._headers = {"Content-Type": "application/json", "Accept": _ACCEPT, **(headers or {})}
         self._http: requests.Session = cancellable_session()
         self._lock = threading.Lock()  # guards: session_id, protocol_version, _live, _closed
@@ -53,22 +64,37 @@ class HttpWire:
         self.protocol_version: str | None = None
         self._live: set[CancelScope] = set()
         self._closed = False
+        self._reading = threading.local()  # .bounds: (scope, deadline) of the reply this thread reads
 
-    def send(self, message: dict[str, Any], pending: Pending | None, deadline: float, cancelled: threading.Event | None) -> None:
+    def send(self, message: dict[str, Any], pending: Pending | None, deadline: float, cancelled: Cancel) -> bool:
+        outer = getattr(self._reading, "bounds", None)
+        if outer is not None:  # sent while this thread reads a reply: within that reply's bounds
+            scope, outer_deadline = outer
+            self._guarded(message, pending, min(deadline, outer_deadline), scope)
+            return True
         scope = CancelScope()
-        with self._registered(scope), woken_by(cancelled, scope.cancel):
+        with self._registered(scope), woken_by(cancelled, scope.cancel), severed_at(deadline, scope):
             set_current_scope(scope)
+            self._reading.bounds = (scope, deadline)
             try:
-                self._exchange(message, pending, deadline)
-            except Gone:
-                raise
-            except Exception as exc:  # the HTTP stack's failures, translated here
-                if scope.cancelled or time.monotonic() >= deadline:
-                    return  # the waiting request reports the interrupt or the timeout
-                raise Gone(f"mcp server {self._name}: POST {self._where} failed: {describe_failure(exc)}") from None
+                self._guarded(message, pending, deadline, scope)
             finally:
+                self._reading.bounds = None
                 set_current_scope(None)
                 scope.detach_all()
+        return True
+
+    def _guarded(self, message: dict[str, Any], pending: Pending | None, deadline: float, scope: CancelScope) -> None:
+        """One exchange, its failures translated: past the deadline or cancelled, none is
+        raised (the waiting request reports the timeout or the interrupt)."""
+        try:
+            self._exchange(message, pending, deadline)
+        except Exception as exc:
+            if scope.cancelled or time.monotonic() >= deadline:
+                return
+            if isinstance(exc, Failed):
+                raise
+            raise Gone(f"mcp server {self._name}: POST {self._where} failed: {describe_failure(exc)}") from None
 
     def _exchange(self, message: dict[str, Any], pending: Pending | None, deadline: float) -> None:
         headers = dict(self._headers)
@@ -78,30 +104,67 @@ class HttpWire:
                 headers["Mcp-Session-Id"] = sent_session
             if self.protocol_version is not None:
                 headers["MCP-Protocol-Version"] = self.protocol_version
-        remaining = max(0.001, deadline - time.monotonic())
-        response = self._http.post(
-            self._url, data=_ENCODE(message).encode("utf-8"), headers=headers, stream=True, timeout=(min(_CONNECT_TIMEOUT_S, remaining), remaining)
-        )
-        with contextlib.closing(response):
-            given = response.headers.get("Mcp-Session-Id")
-            if given:
-                with self._lock:
-                    self.session_id = self.session_id or given
-            status = response.status_code
-            if status == 404 and sent_session is not None:
-                raise Expired(f"mcp server {self._name}: the server no longer knows session {sent_session} (HTTP 404)")
-            kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            if kind == "text/event-stream" and status < 300:
-                self._read_stream(response, pending, deadline)
-            else:
-                self._read_body(response, status, kind, pending, deadline)
+        data = _ENCODE(message).encode("utf-8")
+        what = f"the reply to {message.get('method') or 'a message'} (POST {self._where})"
+        url = self._url
+        for _ in range(MAX_REDIRECTS + 1):
+            remaining = max(0.001, deadline - time.monotonic())
+            timeouts = (min(_CONNECT_TIMEOUT_S, remaining), remaining)
+            response = self._http.post(
+                url, data=data, headers=headers, stream=True, timeout=timeouts, allow_redirects=False
+            )
+            with contextlib.closing(response):
+                target = self._redirect(response, url)
+                if target is None:
+                    self._take(response, sent_session, pending, Body(response, deadline, self._limit, self._name, what))
+                    return
+            url = target
+        raise Refused(f"mcp server {self._name}: POST {self._where} was redirected more than {MAX_REDIRECTS} times")
 
-    def _read_body(self, response: requests.Response, status: int, kind: str, pending: Pending | None, deadline: float) -> None:
-        content = b"".join(_chunks(response, deadline))
+    def _redirect(self, response: requests.Response, url: str) -> str | None:
+        """Where a 307/308 to the same origin points, None when the reply is no redirect.
+
+        Raises:
+            Refused: any other redirect (nothing is sent to its target).
+        """
+        status = response.status_code
+        location = response.headers.get("Location")
+        if status not in _REDIRECTS or not location:
+            return None
+        target = urljoin(url, location)
+        if status in (307, 308) and same_origin(target, url):
+            log.debug("mcp server %s: POST %s redirected (HTTP %d) to %s", self._name, self._where, status, target)
+            return target
+        why = (
+            "a POST is re-sent only on a 307 or 308"
+            if same_origin(target, url)
+            else "another origin: nothing is sent there, give the URL itself if it is meant"
+        )
+        raise Refused(
+            f"mcp server {self._name}: POST {self._where} answered HTTP {status}, a redirect to "
+            f"{public_url(target)}; not followed ({why})"
+        )
+
+    def _take(self, response: requests.Response, sent_session: str | None, pending: Pending | None, body: Body) -> None:
+        given = response.headers.get("Mcp-Session-Id")
+        if given:
+            with self._lock:
+                self.session_id = self.session_id or given
+        status = response.status_code
+        if status == 404 and sent_session is not None:
+            raise Expired(f"mcp server {self._name}: the server no longer knows session {sent_session} (HTTP 404)")
+        kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind == "text/event-stream" and status < 300:
+            self._read_stream(body, pending)
+        else:
+            self._read_body(body, status, kind, pending)
+
+    def _read_body(self, body: Body, status: int, kind: str, pending: Pending | None) -> None:
+        content = body.whole()
         delivered = False
         if kind == "application/json" and content.strip():
             try:
-                self._rpc.deliver(json.loads(content))
+                self._rpc.deliver(decode(content))
                 delivered = True
             except ValueError:
                 pass
@@ -114,22 +177,22 @@ class HttpWire:
         if status == 202 or not delivered:
             raise Gone(f"mcp server {self._name}: HTTP {status} from {self._where} without a reply to the request")
 
-    def _read_stream(self, response: requests.Response, pending: Pending | None, deadline: float) -> None:
-        decoder = SSEDecoder()
-        for chunk in _chunks(response, deadline):
-            for event in decoder.feed(chunk):
-                if event.event != "message" or not event.data.strip():
-                    continue
-                try:
-                    message = json.loads(event.data)
-                except ValueError:
-                    log.warning("mcp server %s sent an event that is not JSON; ignored: %.200r", self._name, event.data)
-                    continue
-                self._rpc.deliver(message)
+    def _read_stream(self, body: Body, pending: Pending | None) -> None:
+        for event in body.events():
+            if event.event != "message" or not event.data.strip():
+                continue
+            try:
+                message = decode(event.data)
+            except ValueError:
+                log.warning("mcp server %s sent an event that is not JSON; ignored: %.200r", self._name, event.data)
+                continue
+            self._rpc.deliver(message)
             if pending is None or pending.done.is_set():
                 return  # the reply is in: the rest of the stream is not waited for
-        if time.monotonic() < deadline:
-            raise Gone(f"mcp server {self._name}: the reply stream from {self._where} ended without a reply to the request")
+        if pending is not None and not pending.done.is_set():
+            raise Gone(
+                f"mcp server {self._name}: the reply stream from {self._where} ended without a reply to the request"
+            )
 
     @contextlib.contextmanager
     def _registered(self, scope: CancelScope) -> Iterator[None]:
@@ -155,33 +218,40 @@ class HttpWire:
         for scope in live:
             scope.cancel()
         if session_id is not None:
-            headers = {**self._headers, "Mcp-Session-Id": session_id}
-            if self.protocol_version is not None:
-                headers["MCP-Protocol-Version"] = self.protocol_version
-            try:
-                self._http.delete(self._url, headers=headers, timeout=_CLOSE_TIMEOUT_S).close()  # 405: not allowed, fine
-            except Exception as exc:
-                log.debug("mcp server %s: DELETE of the session failed: %s", self._name, describe_failure(exc))
+            self._delete(session_id)
         self._http.close()
 
+    def _delete(self, session_id: str) -> None:
+        """DELETE the session, within ``_CLOSE_TIMEOUT_S`` whatever the server does; its
+        reply (a 405 means it does not allow that: fine) is not read."""
+        headers = {**self._headers, "Mcp-Session-Id": session_id}
+        if self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        scope = CancelScope()
+        with severed_at(time.monotonic() + _CLOSE_TIMEOUT_S, scope):
+            set_current_scope(scope)
+            try:
+                options = {"timeout": _CLOSE_TIMEOUT_S, "stream": True, "allow_redirects": False}
+                self._http.delete(self._url, headers=headers, **options).close()
+            except Exception as exc:
+                log.debug("mcp server %s: DELETE of the session failed: %s", self._name, describe_failure(exc))
+            finally:
+                set_current_scope(None)
+                scope.detach_all()
 
-def _chunks(response: requests.Response, deadline: float) -> Iterator[bytes]:
-    """The body as it arrives; each read waits no longer than the time that is left."""
-    raw = response.raw
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return
-        sock = getattr(getattr(raw, "_connection", None), "sock", None)
-        if sock is not None:
-            sock.settimeout(remaining)
-        chunk = raw.read1(_CHUNK, decode_content=True) if hasattr(raw, "read1") else raw.read(_CHUNK, decode_content=True)
-        if not chunk:
-            return
-        yield chunk
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether two URLs share scheme, host and port (a port left out is the scheme's)."""
+    def origin(parts: SplitResult) -> tuple[str, str | None, int | None]:
+        scheme = parts.scheme.lower()
+        return scheme, parts.hostname, parts.port or _DEFAULT_PORTS.get(scheme)
+
+    try:
+        return origin(urlsplit(url)) == origin(urlsplit(other))
+    except ValueError:  # a port that is not a number
+        return False
 
 
-def _excerpt(content: bytes) -> str:
-    text = " ".join(content.decode("utf-8", "replace").split())[:_EXCERPT]
+def _excerpt(content: bytes | bytearray) -> str:
+    text = " ".join(bytes(content[: _EXCERPT * 4]).decode("utf-8", "replace").split())[:_EXCERPT]
     return f": {text}" if text else ""
-

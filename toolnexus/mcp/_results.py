@@ -43,7 +43,8 @@ def tool_result(result: Any) -> ToolResult:
     placeholder, kept whole in ``metadata["content"]``), ``isError``, ``structuredContent``
     in ``metadata["structured"]``."""
     if not isinstance(result, dict):
-        return ToolResult(output=f"the server sent a tools/call result that is not an object: {json.dumps(result)[:200]}", is_error=True)
+        text = f"the server sent a tools/call result that is not an object: {_as_json(result)[:200]}"
+        return ToolResult(output=text, is_error=True)
     parts: list[str] = []
     others: list[Any] = []
     content = result.get("content")
@@ -60,8 +61,15 @@ def tool_result(result: Any) -> ToolResult:
     if structured is not None:
         metadata["structured"] = structured
         if not parts:  # no text for the model: it gets the structured value as JSON
-            parts.append(json.dumps(structured, ensure_ascii=False))
+            parts.append(_as_json(structured))
     return ToolResult(output="\n".join(parts), is_error=result.get("isError") is True, metadata=metadata or None)
+
+
+def _as_json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):  # nested deeper than the encoder goes
+        return "[structured content nested too deeply to show]"
 
 
 def placeholder(item: Any) -> str:

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 log = logging.getLogger("toolnexus")
 
 METHOD_NOT_FOUND = -32601
 #: How often a wait looks at a cancel event that cannot wake it (a plain ``threading.Event``).
 _PLAIN_EVENT_SLICE_S = 0.02
+#: A run's ``ctx.cancelled`` (which can wake a waiter), a plain event, or nothing.
+Cancel = Optional[threading.Event]
 
 
 class Failed(Exception):
@@ -53,6 +56,32 @@ class Expired(Gone):
     """An HTTP session the server no longer knows (404): a new one may be started."""
 
 
+class TooLarge(Failed):
+    """A message from the server was longer than ``max_message_bytes``; no more of it was read."""
+
+    def __init__(self, server: str, what: str, limit: int) -> None:
+        super().__init__(
+            f"mcp server {server}: {what} is longer than max_message_bytes ({limit} bytes); not read further"
+        )
+
+
+class Refused(Failed):
+    """An exchange this client will not go on with (a redirect to another origin)."""
+
+
+def decode(text: bytes | bytearray | str) -> Any:
+    """A message's JSON text as a value.
+
+    Raises:
+        ValueError: it is not JSON, or nests too deeply for the decoder (which would
+            otherwise raise ``RecursionError``).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
+
+
 class Pending:
     """One request in flight: set ``done`` once ``reply`` or ``failure`` is in."""
 
@@ -68,10 +97,12 @@ class Pending:
 class Wire(Protocol):
     """What carries messages: a stdio pipe or Streamable HTTP."""
 
-    def send(self, message: dict[str, Any], pending: Pending | None, deadline: float, cancelled: threading.Event | None) -> None:
-        """Send one message. For a request (``pending`` given), an HTTP wire also reads the
-        reply stream, handing each message to the session, until the reply is in; it sets
-        ``pending.failure`` when the exchange fails. Raises ``Gone`` when nothing can be sent."""
+    def send(self, message: dict[str, Any], pending: Pending | None, deadline: float, cancelled: Cancel) -> bool:
+        """Send one message, giving up at ``deadline`` or when ``cancelled`` is set. For a
+        request (``pending`` given), an HTTP wire also reads the reply stream, handing each
+        message to the session, until the reply is in. Returns False when the message was
+        given up before any of it went out. Raises ``Failed`` when the exchange failed
+        (``Gone`` when nothing can be sent any more)."""
 
     def close(self) -> None: ...
 
@@ -94,21 +125,30 @@ class Session:
             return self._failure
 
     def request(
-        self, method: str, params: dict[str, Any] | None, *, timeout: float, cancelled: threading.Event | None = None, what: str | None = None
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float,
+        cancelled: Cancel = None,
+        what: str | None = None,
     ) -> Any:
         """The result of ``method``; raises ``Failed`` (``TimedOut``, ``Interrupted``,
-        ``RemoteError``, ``Gone``) when there is none. ``what`` names the call in messages."""
+        ``RemoteError``, ``TooLarge``, ``Gone``...) when there is none. ``what`` names the
+        call in messages."""
         what = what or method
         deadline = time.monotonic() + timeout
         pending = self._register()
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": pending.id, "method": method}
         if params is not None:
             message["params"] = params
+        sent = True
         try:
             assert self.wire is not None
-            self.wire.send(message, pending, deadline, cancelled)
-            _wait(pending, deadline, cancelled)
-        except Gone as exc:
+            sent = self.wire.send(message, pending, deadline, cancelled)
+            if sent:
+                _wait(pending, deadline, cancelled)
+        except Failed as exc:
             pending.failure = pending.failure or exc
         finally:
             with self._lock:
@@ -118,7 +158,7 @@ class Session:
         if pending.failure is not None:
             raise pending.failure
         why = "interrupted" if cancelled is not None and cancelled.is_set() else f"timed out after {timeout:g} s"
-        if method != "initialize":  # the one request a client must not cancel
+        if sent and method != "initialize":  # the one request a client must not cancel
             self.notify("notifications/cancelled", {"requestId": pending.id, "reason": why})
         if why == "interrupted":
             raise Interrupted(f"mcp server {self.server}: {what} interrupted")
@@ -132,7 +172,7 @@ class Session:
         try:
             assert self.wire is not None
             self.wire.send(message, None, time.monotonic() + _NOTIFY_TIMEOUT_S, None)
-        except Gone as exc:
+        except Failed as exc:
             log.debug("mcp server %s: %s not sent: %s", self.server, method, exc)
 
     def _register(self) -> Pending:
@@ -161,10 +201,10 @@ class Session:
 
     def deliver(self, message: Any) -> None:
         """Route one decoded message (or a batch of them) from the server."""
-        if isinstance(message, list):
-            for each in message:
-                self.deliver(each)
-            return
+        for each in message if isinstance(message, list) else (message,):
+            self._route(each)
+
+    def _route(self, message: Any) -> None:
         if not isinstance(message, dict):
             log.warning("mcp server %s sent a message that is not a JSON object; ignored", self.server)
             return
@@ -178,7 +218,9 @@ class Session:
         if "result" in message or "error" in message:
             self._replied(message)
             return
-        log.warning("mcp server %s sent a message that is neither a request, a notification nor a reply; ignored", self.server)
+        log.warning(
+            "mcp server %s sent a message that is neither a request, a notification nor a reply; ignored", self.server
+        )
 
     def _replied(self, message: dict[str, Any]) -> None:
         reply_id = message.get("id")
@@ -196,11 +238,12 @@ class Session:
         if method == "ping":
             reply["result"] = {}
         else:
-            reply["error"] = {"code": METHOD_NOT_FOUND, "message": f"method not found: this client does not offer {method}"}
+            refusal = f"method not found: this client does not offer {method}"
+            reply["error"] = {"code": METHOD_NOT_FOUND, "message": refusal}
         try:
             assert self.wire is not None
             self.wire.send(reply, None, time.monotonic() + _NOTIFY_TIMEOUT_S, None)
-        except Gone as exc:
+        except Failed as exc:
             log.debug("mcp server %s: the answer to its %s request was not sent: %s", self.server, method, exc)
 
     def _notified(self, method: str, params: Any) -> None:
@@ -215,20 +258,30 @@ class Session:
 _NOTIFY_TIMEOUT_S = 5.0
 
 
-def _wait(pending: Pending, deadline: float, cancelled: threading.Event | None) -> None:
+def _wait(pending: Pending, deadline: float, cancelled: Cancel) -> None:
     """Until the reply, a failure, the deadline or the cancel event, whichever is first."""
     with woken_by(cancelled, pending.done.set):
         while not pending.done.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or (cancelled is not None and cancelled.is_set()):
+            remaining = time_left(deadline, cancelled)
+            if remaining <= 0:
                 return
-            if cancelled is not None and not hasattr(cancelled, "waking"):
-                remaining = min(remaining, _PLAIN_EVENT_SLICE_S)
             pending.done.wait(remaining)
 
 
+def time_left(deadline: float, cancelled: Cancel) -> float:
+    """How long a wait may block before it looks again: 0 once the deadline has passed
+    or ``cancelled`` is set; a short slice for a cancel event that cannot wake the waiter
+    (a plain ``threading.Event``)."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0 or (cancelled is not None and cancelled.is_set()):
+        return 0.0
+    if cancelled is not None and not hasattr(cancelled, "waking"):
+        return min(remaining, _PLAIN_EVENT_SLICE_S)
+    return remaining
+
+
 @contextlib.contextmanager
-def woken_by(cancelled: threading.Event | None, wake: Callable[[], None]) -> Iterator[None]:
+def woken_by(cancelled: Cancel, wake: Callable[[], None]) -> Iterator[None]:
     """Call ``wake`` when ``cancelled`` is set during the block, if it is an event that can
     say so (``ctx.cancelled`` in a run); a plain ``threading.Event`` cannot."""
     waking = getattr(cancelled, "waking", None)

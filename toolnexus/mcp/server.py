@@ -132,14 +132,18 @@ class MCPServer:
         """Every tool the server lists, as ``Tool``s.
 
         Raises:
-            MCPError: the server cannot be reached, fails the handshake or the listing.
+            MCPError: the server cannot be reached, fails the handshake or the listing
+                (timed out, a reply over ``max_message_bytes``, a redirect not followed...).
         """
         links = self._links
         with links.lock:
             if links.tools is not None:
                 return list(links.tools)
             changes = links.changes
-        listed = self._listing()
+        try:
+            listed = self._listing()
+        except Failed as exc:
+            raise MCPError(str(exc)) from None
         made = [_results.tool_of(self.name, each, self._executor, self) for each in listed]
         tools = [each for each in made if each is not None]
         with links.lock:
@@ -171,7 +175,8 @@ class MCPServer:
         failure (timed out, interrupted, the server gone or erring) is an error result."""
         cancelled = ctx.cancelled if ctx is not None else None
         try:
-            result = self._request("tools/call", {"name": name, "arguments": arguments}, cancelled=cancelled, what=f"tool {name}")
+            params = {"name": name, "arguments": arguments}
+            result = self._request("tools/call", params, cancelled=cancelled, what=f"tool {name}")
         except (MCPError, Failed) as exc:
             return failure(str(exc))
         return _results.tool_result(result)
@@ -182,7 +187,9 @@ class MCPServer:
     def _connect_timeout(self) -> float:
         return max(self.timeout, CONNECT_TIMEOUT_S)
 
-    def _request(self, method: str, params: dict[str, Any] | None, *, cancelled: threading.Event | None = None, what: str) -> Any:
+    def _request(
+        self, method: str, params: dict[str, Any] | None, *, cancelled: threading.Event | None = None, what: str
+    ) -> Any:
         """One request on the live connection (made first if need be); an HTTP session the
         server forgot is started again once. Raises ``MCPError`` or ``Failed``."""
         for attempt in (1, 2):
@@ -254,7 +261,8 @@ class MCPServer:
         return link
 
     def _handshake(self, link: _Link) -> None:
-        params = {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {}, "clientInfo": {"name": "toolnexus", "version": __version__}}
+        client = {"name": "toolnexus", "version": __version__}
+        params = {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {}, "clientInfo": client}
         try:
             result = link.session.request("initialize", params, timeout=self._connect_timeout)
         except Failed as exc:
@@ -262,7 +270,8 @@ class MCPServer:
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         if version not in PROTOCOL_VERSIONS:
             raise MCPError(
-                f"mcp server {self.name} answered protocol version {version!r} to this client's {PROTOCOL_VERSIONS[0]}; "
+                f"mcp server {self.name} answered protocol version {version!r} "
+                f"to this client's {PROTOCOL_VERSIONS[0]}; "
                 f"this client speaks {', '.join(PROTOCOL_VERSIONS)}"
             )
         link.version = version
