@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import toolnexus
+from _teamfiles import APPROVAL_TOOLS
 from toolnexus import AgentDef, Runtime
 from toolnexus.cli import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
 from toolnexus.data import HandleView, make_request
@@ -71,6 +72,22 @@ def test_demo_reads_the_answer_from_piped_stdin(stdin: str, published: bool) -> 
     assert ("Draft written and published" in proc.stdout) is published
     if not stdin:
         assert "(no answer: declined)" in proc.stdout
+
+
+def test_a_reader_that_goes_away_early_gets_no_traceback_and_no_noise() -> None:
+    shell = f"{sys.executable} -m toolnexus demo --yes | head -3"
+    proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 3
+    assert proc.stderr == ""  # no traceback, no "Exception ignored"
+
+
+@pytest.mark.parametrize("command", [["demo", "--yes", "--delay", "0"], ["--help"], ["--version"], ["run", "missing.toml", "x"]])
+def test_every_command_whose_output_is_closed_ends_quietly(command: list[str]) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "toolnexus", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # closed before the command writes anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=TIMEOUT) in (0, 1, 141)
+    assert "Traceback" not in err and "Exception ignored" not in err
 
 
 def test_version() -> None:
@@ -159,18 +176,6 @@ def test_the_sample_team_file_runs(server: ScriptedLLMServer) -> None:
     assert json.loads(proc.stdout)["status"] == "done"
 
 
-APPROVAL_TOOLS = '''
-from toolnexus import ToolContext, make_request, suspend, tool
-
-@tool
-def deploy(service: str, ctx: ToolContext):
-    """Deploy a service; needs approval."""
-    if ctx.answer is None:
-        return suspend(make_request("approval", f"Deploy {service} to production?"))
-    return f"deployed {service}"
-'''
-
-
 def approval_responder(body: dict[str, Any]) -> dict[str, Any]:
     results = tool_messages(body)
     if not results:
@@ -233,6 +238,19 @@ def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
     assert "broken_team.toml" in proc.stderr
     assert "line 3" in proc.stderr and "invalid TOML" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x = " + "[" * 100_000, "x = " + "{a = " * 100_000, '[connection]\nrequest_params = { x = ' + "[" * 990 + "]" * 990 + " }\n"],
+    ids=["arrays-100000", "inline-tables-100000", "request-params-990"],
+)
+def test_a_team_file_nested_too_deeply_is_one_line_of_error(tmp_path: Path, text: str) -> None:
+    team = tmp_path / "deep.toml"
+    team.write_text(text)
+    proc = toolnexus_cmd("run", str(team), "hello")
+    assert proc.returncode == 1
+    assert proc.stderr == f"toolnexus: error: {team}: arrays or tables nested too deeply to read\n"
 
 
 @pytest.mark.parametrize(

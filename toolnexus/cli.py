@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
-from typing import IO, Any, Callable, Sequence
+import threading
+from typing import IO, Any, Callable, Iterator, Sequence
 
 from . import __version__, clistate
-from .console import Approver, LiveTree, dollars, tree_lines
+from .console import Approver, LiveTree, dollars, run_views, tree_lines
 from .data import AgentResult, Answer, Request, make_answer
 from .errors import ToolnexusError, UnknownRequest
 from .runtime import Runtime
@@ -23,6 +25,8 @@ from .teamfile import STYLES, Team, TeamFileError, load_team
 __all__ = ["main", "load_team", "Team", "TeamFileError", "LiveTree", "Approver", "drive", "tree_lines"]
 
 EXIT_DONE, EXIT_ERROR, EXIT_UNFINISHED = 0, 1, 2
+#: Ctrl-C, and a reader that closed the pipe early: as a shell reports SIGINT and SIGPIPE.
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
 
 def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], Answer] | None, tree: LiveTree, *, keep_failed: bool = False) -> AgentResult:
@@ -30,6 +34,7 @@ def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], An
     for the team to settle again. Without an approver a pending result is returned as is;
     with ``keep_failed`` a failed run stays open too, for ``toolnexus retry``."""
     handle = rt.spawn(rt.root, entry)
+    tree.follow(handle.id)
     rt.wake(handle, prompt)
     result = rt.wait(handle)
     while result.status == "pending" and result.pending is not None and approver is not None:
@@ -53,17 +58,19 @@ def _exit_code(result: AgentResult) -> int:
     return EXIT_ERROR
 
 
-def _summary(rt: Runtime, result: AgentResult, out: IO[str]) -> None:
-    root = rt.inspect(rt.root)
+def _summary(rt: Runtime, result: AgentResult, top: str | None, out: IO[str]) -> None:
+    """The result, the run's totals and its final tree (this command's run only)."""
+    views = run_views(rt, top)
     out.write(f"\n{result.text}\n\n")
     if result.status != "done":
         limit = f" ({result.limit})" if result.limit else ""
         out.write(f"status: {result.status}{limit}\n")
-    out.write(f"total tokens: {root.tokens}\n")
-    if root.cost is not None:
-        out.write(f"total cost: {dollars(root.cost)}\n")
+    if views:
+        out.write(f"total tokens: {views[0].tokens}\n")  # the top handle's: its own and its teammates'
+        if views[0].cost is not None:
+            out.write(f"total cost: {dollars(views[0].cost)}\n")
     out.write("\nfinal tree:\n")
-    out.write("\n".join(tree_lines(rt.handles())) + "\n")
+    out.write("\n".join(tree_lines(views)) + "\n")
     out.flush()
 
 
@@ -153,6 +160,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script; returns the exit status."""
+    try:
+        try:
+            return _command(argv)
+        finally:
+            sys.stdout.flush()  # here, where a reader that went away can be told from a failure
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -174,7 +191,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("\ntoolnexus: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _reader_gone() -> int:
+    """The reader of the output went away (``toolnexus demo | head -3``): the run was
+    stopped on the way out; say nothing more, and send what is still buffered nowhere, so
+    that the interpreter's last flush has nothing to complain about."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -193,11 +224,12 @@ def _run(args: argparse.Namespace) -> int:
     with contextlib.closing(load_team(args.team)) as team:  # its MCP servers end with the command
         entry = args.entry or team.entry
         if entry not in team.registry:
-            raise TeamFileError(f"--entry {entry!r} is not defined in {args.team} (agents: {', '.join(sorted(team.registry))})")
+            agents = ", ".join(sorted(team.registry))
+            raise TeamFileError(f"--entry {entry!r} is not defined in {args.team} (agents: {agents})")
         state = args.state or team.state
         options = _connection_options(args, team)
         if state:
-            options["state"] = state
+            options.update(state=state, recover=ONLY_ITS_OWN)
         rt = Runtime(team.registry, **options)
         display = sys.stderr if args.json else sys.stdout
         approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
@@ -207,14 +239,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _answer(args: argparse.Namespace) -> int:
     with contextlib.closing(load_team(args.team)) as team:  # its MCP servers end with the command
-        state = args.state or team.state
-        if not state:
-            raise TeamFileError(f"no state to answer from: give --state FILE or set [state] path in {args.team}")
-        rt = Runtime(team.registry, **_connection_options(args, team), state=clistate.existing_state(state))
+        rt, state = _continuing(args, team, "answer from")
         try:
             request = next((r for r in rt.open_requests() if r.id == args.request_id), None)
             if request is None:
-                raise UnknownRequest(f"no run in {state} is waiting on request {args.request_id!r} (answered, cancelled, or never asked)")
+                why = "answered, cancelled, or never asked"
+                raise UnknownRequest(f"no run in {state} is waiting on request {args.request_id!r} ({why})")
         except BaseException:
             rt.release()
             raise
@@ -224,6 +254,7 @@ def _answer(args: argparse.Namespace) -> int:
         display = sys.stderr if args.json else sys.stdout
 
         def continued(tree: LiveTree) -> AgentResult:
+            tree.follow(top)
             rt.resume(answer)  # a continuation that fails keeps the answer applied: retry goes on from there
             return _settled(rt, top)
 
@@ -232,14 +263,14 @@ def _answer(args: argparse.Namespace) -> int:
 
 def _retry(args: argparse.Namespace) -> int:
     with contextlib.closing(load_team(args.team)) as team:
-        state = args.state or team.state
-        if not state:
-            raise TeamFileError(f"no state to retry from: give --state FILE or set [state] path in {args.team}")
-        rt = Runtime(team.registry, **_connection_options(args, team), state=clistate.existing_state(state))
+        rt, state = _continuing(args, team, "retry from")
         top = "/".join(args.handle.split("/")[:2])
         display = sys.stderr if args.json else sys.stdout
 
         def retried(tree: LiveTree) -> AgentResult:
+            tree.follow(top)
+            if _recover_run(rt, top):  # its process died mid-turn: it goes on from its journal here
+                return _settled(rt, top)
             rt.retry(args.handle)  # a task call it retries tries its failed child again too
             if top != args.handle:
                 rt.wait(args.handle)
@@ -248,6 +279,27 @@ def _retry(args: argparse.Namespace) -> int:
             return _settled(rt, top)
 
         return _execute(rt, retried, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+
+
+#: How run, answer and retry open a state: a turn another process left is recovered only
+#: by a command that names its run (``retry``), never taken over by an unrelated one.
+ONLY_ITS_OWN = "leave"
+
+
+def _continuing(args: argparse.Namespace, team: Team, doing: str) -> tuple[Runtime, str]:
+    """The runtime of a command that continues a stored run, and the state's name."""
+    state: str | None = args.state or team.state
+    if not state:
+        raise TeamFileError(f"no state to {doing}: give --state FILE or set [state] path in {args.team}")
+    options = _connection_options(args, team)
+    return Runtime(team.registry, **options, state=clistate.existing_state(state), recover=ONLY_ITS_OWN), state
+
+
+def _recover_run(rt: Runtime, top: str) -> bool:
+    """Take over the turns of the run ``top`` whose process died (deepest first), to go on
+    from their journals here; whether there were any."""
+    running = [view.id for view in reversed(run_views(rt, top)) if view.state == "running"]
+    return any([rt.recover(handle_id) for handle_id in running])
 
 
 def _settled(rt: Runtime, top: str) -> AgentResult:
@@ -302,24 +354,60 @@ def _execute(
     from .wire import to_json
 
     durable = resume_hint is not None and resume_hint.state is not None
+    tree = LiveTree(rt, display, enabled=show_tree, one_run=True)
     try:
-        with LiveTree(rt, display, enabled=show_tree) as tree:
+        with tree:
             result = work(tree)
         if as_json:
             sys.stdout.write(to_json(result) + "\n")
             sys.stdout.flush()
         else:
-            _summary(rt, result, display)
+            _summary(rt, result, tree.following, display)
         if result.status == "error":
             sys.stderr.write(f"toolnexus: the run failed: {result.text}\n")
         if durable and resume_hint is not None:
             _follow_up(result, resume_hint, display)
         return _exit_code(result)
+    except (KeyboardInterrupt, BrokenPipeError) as stopped:
+        if durable and resume_hint is not None and tree.following is not None:
+            with _no_second_interrupt():
+                _stop_run(rt, tree.following, resume_hint, display if isinstance(stopped, KeyboardInterrupt) else None)
+        raise
     finally:
         if durable:
             rt.release()  # the pending run stays in the state for `toolnexus answer`
         else:
             rt.close(rt.root, force=True)
+
+
+def _stop_run(rt: Runtime, top: str, hint: _Hint, out: IO[str] | None) -> None:
+    """The command is stopped (Ctrl-C, or its reader went away): every turn of its run
+    that runs here ends ``interrupted`` in the state, ancestors first, keeping its journal
+    for ``toolnexus retry``; then ``out`` is told the command that continues the run."""
+    for view in run_views(rt, top):
+        if view.state == "running":
+            rt.interrupt(view.id, retryable=True)  # its task children too (an ended one is left as it is)
+    result = rt.wait(top, timeout=0)
+    if out is None:
+        return
+    assert hint.state is not None
+    if result.status == "pending" and result.pending is not None:
+        clistate.answer_hint(result.pending, hint.team, hint.state, hint.flags, out)
+    elif result.status in ("interrupted", "error"):
+        clistate.retry_hint(top, hint.team, hint.state, hint.flags, out, stopped=result.status == "interrupted")
+
+
+@contextlib.contextmanager
+def _no_second_interrupt() -> Iterator[None]:
+    """Ctrl-C again while a stopped run is written down is ignored (on the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _follow_up(result: AgentResult, hint: _Hint, out: IO[str]) -> None:

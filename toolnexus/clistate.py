@@ -8,18 +8,30 @@ new empty file.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shlex
 import sqlite3
 import sys
 import time
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .console import tree_lines
 from .data import Request
 from .errors import StateError, ToolnexusError
+from .ownership import orphans
+from .record import HandleRecord, view_of
 from .state import SQLiteState, StateStore, open_state
+
+if TYPE_CHECKING:
+    from .stored import StoredTree
+
+#: The closed runs ``show`` lists without ``--all``: the most recently started ones.
+SHOWN_CLOSED_RUNS = 20
+#: How long a turn's owner may go without a heartbeat before ``show`` calls the turn
+#: orphaned: a runtime's default ``lease``.
+_LEASE_S = 15.0
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -35,18 +47,31 @@ def existing_state(state: str) -> StateStore:
 def duration(text: str) -> float:
     """``"7d"``, ``"12h"``, ``"30m"``, ``"90s"`` or a number of seconds, as seconds."""
     found = _DURATION.match(text)
-    if found is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 7d, 12h, 30m or 90s")
-    return float(found.group(1)) * _UNITS[found.group(2)]
+    seconds = float(found.group(1)) * _UNITS[found.group(2)] if found is not None else math.nan
+    if not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a duration such as 7d, 12h, 30m or 90s")
+    return seconds
 
 
 def add_commands(commands: Any) -> None:
     """The stored-tree subcommands, on the ``toolnexus`` parser's subparsers."""
-    show = commands.add_parser("show", help="print a stored tree and its open requests", description="Print the handles of a stored tree (id, state, turns, tokens) and the requests waiting for an answer.")
+    show = commands.add_parser(
+        "show",
+        help="print the runs of a stored tree and its open requests",
+        description="Print the handles of a stored tree (id, state, turns, tokens) and the requests waiting for an "
+        f"answer: every run that is not closed, and the {SHOWN_CLOSED_RUNS} most recently started closed ones.",
+    )
     show.add_argument("--state", metavar="FILE", required=True, help="the SQLite file (or postgresql:// URL) to read")
     show.add_argument("--runtime-id", default="default", help="which tree of the state (default: default)")
+    show.add_argument("--all", action="store_true", help="list every run, every closed one included")
 
-    prune = commands.add_parser("prune", help="delete old closed runs from a state", description="Delete the closed handles of a state that closed more than --older-than ago, with their events, transcripts and journals (never one a live handle may still need).")
+    prune = commands.add_parser(
+        "prune",
+        help="delete old finished runs from a state",
+        description="Delete the runs whose top handle closed more than --older-than ago, each whole: its handles, "
+        "events, transcripts, journals and requests. Nothing of a run that is not closed (running, waiting for an "
+        "answer, failed or interrupted) is deleted.",
+    )
     prune.add_argument("--state", metavar="FILE", required=True, help="the SQLite file (or postgresql:// URL)")
     prune.add_argument("--older-than", type=duration, required=True, metavar="AGE", help="e.g. 7d, 12h, 30m, 90s")
     prune.add_argument("--runtime-id", help="only this tree of the state (default: every tree)")
@@ -57,39 +82,67 @@ def add_commands(commands: Any) -> None:
 
 
 def show(args: argparse.Namespace) -> int:
-    from .stored import StoredTree, stored_views
+    from .storedruns import listed_runs
 
     store = existing_state(args.state)
     try:
-        tree = StoredTree(store, args.runtime_id)
-        views = stored_views(tree)
+        listing = listed_runs(store, args.runtime_id, None if args.all else SHOWN_CLOSED_RUNS)
         out = sys.stdout
-        if not views:
+        if not listing.records:
             out.write(f"no tree {args.runtime_id!r} in {args.state}\n")
             return 2
-        out.write("\n".join(tree_lines(views)) + "\n")
+        tree = _tree(store, args.runtime_id)
+        orphaned = {handle_id for handle_id, _ in orphans(tree, _LEASE_S)}
+        states = {record.id: shown_state(record, orphaned) for record in listing.records}
+        lines = tree_lines([view_of(record) for record in listing.records], states=states)
+        out.write("\n".join(lines) + "\n")
+        if listing.closed_left_out:
+            more = listing.closed_left_out
+            out.write(f"({more} older closed run{'s' if more != 1 else ''} not shown: --all lists every run)\n")
         requests = tree.open_requests()
         out.write(f"\nopen requests: {len(requests)}\n")
         for request in requests:
-            out.write(f"  {request.id}  {request.kind}  {request.prompt}  (at {'/'.join((request.data or {}).get('path', []))})\n")
+            path = "/".join((request.data or {}).get("path", []))
+            out.write(f"  {request.id}  {request.kind}  {request.prompt}  (at {path})\n")
         out.flush()
         return 0
     finally:
         store.close()
 
 
+def shown_state(record: HandleRecord, orphaned: set[str]) -> str:
+    """The word ``show`` prints for a handle: its state, except that an idle handle whose
+    last turn was interrupted or failed says so, and a running turn whose owner is gone is
+    ``orphaned`` (``toolnexus retry`` continues either)."""
+    result = record.result
+    if record.state == "idle" and result is not None and result.status in ("interrupted", "error"):
+        return result.status
+    if record.state == "running" and record.id in orphaned:
+        return "orphaned"
+    return record.state
+
+
 def prune(args: argparse.Namespace) -> int:
-    from .stored import StoredTree
+    from .storedruns import prune_runs
 
     store = existing_state(args.state)
     try:
-        trees = [args.runtime_id] if args.runtime_id else [row[0] for row in store.execute("SELECT DISTINCT runtime_id FROM tn_handles")]
+        trees = [args.runtime_id] if args.runtime_id else [row[0] for row in store.execute(_TREES)]
         before = time.time() - args.older_than
-        removed = sum(len(StoredTree(store, runtime_id).prune(None, before)) for runtime_id in trees)
+        removed = sum(len(prune_runs(store, runtime_id, before)) for runtime_id in trees)
         sys.stdout.write(f"pruned {removed} closed handle(s) from {args.state}\n")
         return 0
     finally:
         store.close()
+
+
+_TREES = "SELECT DISTINCT runtime_id FROM tn_handles"
+
+
+def _tree(store: StateStore, runtime_id: str) -> StoredTree:
+    from .stored import StoredTree
+
+    return StoredTree(store, runtime_id)
 
 
 def backup(args: argparse.Namespace) -> int:
@@ -136,7 +189,8 @@ def answer_hint(request: Request, team: str, state: str, flags: list[str], out: 
     out.flush()
 
 
-def retry_hint(handle_id: str, team: str, state: str, flags: list[str], out: IO[str]) -> None:
+def retry_hint(handle_id: str, team: str, state: str, flags: list[str], out: IO[str], *, stopped: bool = False) -> None:
     command = ["toolnexus", "retry", team, handle_id, "--state", state, *flags]
-    out.write(f"\nthe run stopped on an error and can be tried again (what it did is kept):\n  {shlex.join(command)}\n")
+    why = "was interrupted; continue it" if stopped else "stopped on an error and can be tried again"
+    out.write(f"\nthe run {why} (what it did is kept):\n  {shlex.join(command)}\n")
     out.flush()

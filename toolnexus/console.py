@@ -14,6 +14,7 @@ import threading
 from typing import IO, Any, Mapping, Sequence
 
 from .data import Answer, HandleView, Request, make_answer
+from .errors import UnknownHandle
 from .runtime import Runtime
 
 REFRESH_S = 0.1
@@ -24,19 +25,26 @@ _CSI = "\x1b["
 # --- the live handle tree ----------------------------------------------------------------
 
 
-def tree_lines(views: Sequence[HandleView], texts: Mapping[str, str] | None = None) -> list[str]:
-    """One aligned line per handle, indented by depth: id, state, turns, tokens, and the
-    cost when any handle of the tree has one (a model with a price); with ``texts``, a
-    running handle's text (its last line) below it."""
+def tree_lines(
+    views: Sequence[HandleView], texts: Mapping[str, str] | None = None, states: Mapping[str, str] | None = None
+) -> list[str]:
+    """One aligned line per handle, indented by depth below the shallowest one: id, state,
+    turns, tokens, and the cost when any handle of the tree has one (a model with a price);
+    with ``texts``, a running handle's text (its last line) below it. ``states`` gives the
+    word shown for a handle instead of its state (``interrupted`` for an idle one whose turn
+    was interrupted, say)."""
     if not views:
         return []
-    depth = {view.id: view.id.count("/") for view in views}
+    top = min(view.id.count("/") for view in views)
+    depth = {view.id: view.id.count("/") - top for view in views}
     width = max(2 * depth[view.id] + len(view.id) for view in views)
+    shown = {view.id: (states or {}).get(view.id, view.state) for view in views}
+    state_width = max(9, *(len(word) for word in shown.values()))
     priced = any(view.cost is not None for view in views)
     lines = []
     for view in views:
         label = "  " * depth[view.id] + view.id
-        line = f"{label:<{width}}  {view.state:<9}  turns {view.turns:>2}  tokens {view.tokens:>6}"
+        line = f"{label:<{width}}  {shown[view.id]:<{state_width}}  turns {view.turns:>2}  tokens {view.tokens:>6}"
         if priced:
             line += f"  cost {dollars(view.cost or 0.0):>10}"
         if view.pending is not None:
@@ -46,6 +54,21 @@ def tree_lines(views: Sequence[HandleView], texts: Mapping[str, str] | None = No
         if text and view.state == "running":
             lines.append("  " * depth[view.id] + "  > " + text.splitlines()[-1])
     return lines
+
+
+def run_views(rt: Runtime, top: str | None) -> list[HandleView]:
+    """The handles of one run: ``top`` and its subtree, pre-order (none before it exists).
+    A handle pruned meanwhile is left out."""
+    views: list[HandleView] = []
+    stack = [top] if top is not None else []
+    while stack:
+        try:
+            view = rt.inspect(stack.pop())
+        except UnknownHandle:
+            continue
+        views.append(view)
+        stack.extend(reversed(view.children))
+    return views
 
 
 def dollars(cost: float) -> str:
@@ -92,7 +115,8 @@ class Texts:
 
 
 class LiveTree:
-    """Shows ``rt.handles()`` while a run goes on, from a small refresh thread.
+    """Shows ``rt.handles()`` while a run goes on, from a small refresh thread; with
+    ``one_run``, only the run ``follow`` names (nothing before it is named).
 
     On a terminal the tree is redrawn in place with ANSI cursor movement; otherwise each
     change is printed once as plain lines (a snapshot followed by an empty line). The
@@ -100,8 +124,12 @@ class LiveTree:
     changed; ``stop()`` ends and joins it.
     """
 
-    def __init__(self, rt: Runtime, stream: IO[str], *, tty: bool | None = None, enabled: bool = True) -> None:
+    def __init__(
+        self, rt: Runtime, stream: IO[str], *, tty: bool | None = None, enabled: bool = True, one_run: bool = False
+    ) -> None:
         self._rt = rt
+        self._one_run = one_run
+        self._top: str | None = None  # with one_run: the top handle of the run shown
         self._out = stream
         self._tty = _is_tty(stream) if tty is None else tty
         self._enabled = enabled
@@ -159,11 +187,24 @@ class LiveTree:
         if self._tty and self._thread is not None:
             self._write(f"{_CSI}?25l")
 
+    def follow(self, top: str) -> None:
+        """Show the run whose top handle is ``top`` (with ``one_run``)."""
+        self._top = top
+
+    @property
+    def following(self) -> str | None:
+        """The top handle of the run ``follow`` named."""
+        return self._top
+
+    def views(self) -> list[HandleView]:
+        """What the tree shows: the handles of the run it follows, or every handle."""
+        return run_views(self._rt, self._top) if self._one_run else self._rt.handles()
+
     def refresh(self) -> None:
         if not self._enabled:
             return
         texts = self._texts
-        lines = tree_lines(self._rt.handles(), texts.snapshot() if texts is not None else None)
+        lines = tree_lines(self.views(), texts.snapshot() if texts is not None else None)
         with self._lock:
             if self._paused or lines == self._last:
                 return

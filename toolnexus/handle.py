@@ -360,6 +360,8 @@ class Handle:
         assert failed is not None
         with self.store.change(self):
             self.record.failed = None
+            inbox, back = self.record.inbox, min(failed.returned, len(self.record.inbox))  # given back: taken again
+            self.record.taken, self.record.inbox = self.record.taken + inbox[:back], inbox[back:]
             input, resume = self.store.turn_documents(self.record.id, failed.serial)
             return Turn(serial=failed.serial, input=input, resume=resume, segment=failed.segment + 1, before=failed.before, kept=True)
 
@@ -369,38 +371,44 @@ class Handle:
             self.record.failed = None
             self.store.forget_turn(self.record.id, failed.serial)
 
-    def abort(self, turns: int = 0) -> Turn | None:
+    def abort(self, turns: int = 0, *, retryable: bool = False) -> Turn | None:
         """Interrupt the running turn (which made ``turns`` model calls): ``running→idle``,
-        its inbox items back in front."""
+        its inbox items back in front. A ``retryable`` one keeps its journal for ``retry``."""
         with self.store.change(self):
             turn = self.turn
-            self._disown()
             record = self.record
+            if retryable and (running := record.running) is not None:
+                record.failed = FailedTurn(record.turn_serial, running.segment, running.before, len(record.taken))
+            else:
+                self.store.forget_turn(record.id, record.turn_serial)
+            self._disown()
             record.inbox, record.taken = record.taken + record.inbox, []
-            self.store.forget_turn(record.id, record.turn_serial)
             self._move(IDLE)
             self._publish(interrupted(record, turns))
             return turn
 
-    def interrupt(self, parent: Handle | None, turn_calls: Callable[[Turn], int]) -> Interruption:
+    def interrupt(
+        self, parent: Handle | None, turn_calls: Callable[[Turn], int], *, retryable: bool = False
+    ) -> Interruption:
         """Decide what interrupting this handle means now (this lock and ``parent``'s held,
         in one unit of work): abort the running turn, drop a queued wake, or name the
-        pending request to cancel. ``turn_calls`` counts a running turn's model calls."""
+        pending request to cancel. ``turn_calls`` counts a running turn's model calls.
+        ``retryable`` aborts a running turn only, keeping its journal for ``retry``."""
         record = self.record
         if record.state == RUNNING:
             if self.turn is not None and self.turn.settling:
                 return Interruption(settling=self.turn)  # finished already: its outcome stands
             serial = record.turn_serial
             # None when the turn is queued, or runs in another process:
-            turn = self.abort(turn_calls(self.turn) if self.turn is not None else 0)
+            turn = self.abort(turn_calls(self.turn) if self.turn is not None else 0, retryable=retryable)
             return Interruption(cancel=turn, ended=serial)
-        if record.wake is not None and parent is not None:
+        if record.wake is not None and parent is not None and not retryable:  # retryable: a queued wake stays
             parent.drop_wake(record.id)
             with self.store.change(self):
                 record.wake = None
                 self._publish(interrupted(record, 0))
             return NOTHING_TO_INTERRUPT
-        if record.state == SUSPENDED and record.pending is not None:
+        if record.state == SUSPENDED and record.pending is not None and not retryable:  # and a pending request
             return Interruption(request=record.pending.id)
         return NOTHING_TO_INTERRUPT
 

@@ -83,12 +83,12 @@ class Ownership:
 
     def sweep(self) -> None:
         """Recover every orphaned turn of the tree, as ``recover`` says (deepest first)."""
-        for handle_id, dead_owner in self._rows.orphans(self._lease_s, _HOST, _alive):
+        for handle_id, dead_owner in orphans(self._rows, self._lease_s):
             self._take_over(handle_id, dead_owner, self._recover)
 
     def recover(self, handle_id: str) -> bool:
         """Resume the orphaned turn of ``handle_id`` here; whether there was one to take over."""
-        for orphan_id, dead_owner in self._rows.orphans(self._lease_s, _HOST, _alive):
+        for orphan_id, dead_owner in orphans(self._rows, self._lease_s):
             if orphan_id == handle_id:
                 return self._take_over(orphan_id, dead_owner, "resume")
         return False
@@ -106,6 +106,12 @@ class Ownership:
         with contextlib.suppress(ToolnexusError):
             self._rows.drop_owner(self._owner)
         return True
+
+
+def orphans(rows: OwnerRows, lease_s: float) -> list[tuple[str, str | None]]:
+    """``(handle id, dead owner)`` of every running turn of the tree whose owner is gone, as
+    a runtime of this host with a lease of ``lease_s`` judges it; deepest first."""
+    return rows.orphans(lease_s, _HOST, _alive)
 
 
 def _alive(pid: int) -> bool:

@@ -90,13 +90,17 @@ class QueuedWake:
 
 @attrs.frozen
 class FailedTurn:
-    """A turn that ended ``error`` and kept its journal, so that ``retry`` can continue it
-    without asking a model again for a step it answered or running a finished call again."""
+    """A turn that ended ``error`` (or was interrupted to be continued later) and kept its
+    journal, so that ``retry`` can continue it without asking a model again for a step it
+    answered or running a finished call again."""
 
     serial: int
     segment: int
     #: The ledger when the turn began.
     before: Usage
+    #: Inbox items the turn had taken and gave back when it was interrupted (they lead
+    #: the inbox): a retry, whose input holds them already, takes them again.
+    returned: int = 0
 
 
 @attrs.frozen

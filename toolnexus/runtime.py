@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import attrs
 
-from . import _jobs, budget as budgets, pricing, seconds, shutdown, tracing
+from . import _jobs, budget as budgets, pricing, seconds, shutdown, storedruns, tracing
 from ._cancel import TurnGate
 from ._closing import close_resources
 from .agentdef import AgentDef, call_lifecycle, normalize_registry
@@ -247,13 +247,16 @@ class Runtime:
         return self._tree.listing()
 
     def prune(self, older_than_s: float) -> int:
-        """Delete the closed handles that closed more than ``older_than_s`` seconds ago, with
-        their events, transcripts, journals and answered requests (never one a live handle
-        may still need: a task child of a running turn stays); how many handles it removed.
-        Without a state it lets them go from memory."""
-        if older_than_s < 0:
-            raise ConfigError(f"older_than_s must be 0 or more, not {older_than_s}")
-        return len(self._tree.store.prune(self._tree, time.time() - older_than_s))
+        """Delete the finished runs (a child of the root with its descendants) whose top
+        handle closed more than ``older_than_s`` seconds ago, each whole with its events,
+        transcripts, journals and requests; nothing of a run still open. Without a state it
+        lets them go from memory. Returns how many handles it removed.
+
+        Raises:
+            ConfigError: ``older_than_s`` is negative, NaN or infinite.
+        """
+        before = time.time() - storedruns.check_age(older_than_s)
+        return len(self._tree.store.prune(self._tree, before))
 
     def transitions(self, h: Handle | str) -> list[str]:
         handle = self._tree.get(h)
@@ -478,29 +481,31 @@ class Runtime:
 
     # --- interrupt, resume, close -----------------------------------------------------------
 
-    def interrupt(self, h: Handle | str) -> None:
+    def interrupt(self, h: Handle | str, *, retryable: bool = False) -> None:
         """Abort the running turn (its inbox items go back), or cancel a pending request.
 
         The handle ends ``idle`` and waiters get ``status="interrupted"``; never a kill.
+        ``retryable=True`` stops running turns only (this one's and its ``task`` children's),
+        each keeping its journal so that ``retry`` continues it; a pending request stays open.
         """
         handle = self._tree.get(h)
         parent = self._tree.parent(handle)
         locked = (parent, handle) if parent is not None else (handle,)
         with parent.lock if parent is not None else _NOTHING, handle.lock, self._atomic(*locked):
-            outcome = handle.interrupt(parent, self._turns.turn_calls)
+            outcome = handle.interrupt(parent, self._turns.turn_calls, retryable=retryable)
         cancelled_request = outcome.request
         if outcome.settling is not None:
             settling, record = outcome.settling, handle.record
             with handle.lock:
                 handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._shutdown_s)
-                if record.state == SUSPENDED and record.pending is not None:
-                    cancelled_request = record.pending.id  # it settled pending: cancel that, as on any suspended handle
+                if record.state == SUSPENDED and record.pending is not None and not retryable:
+                    cancelled_request = record.pending.id  # it settled pending: cancelled, as any suspended handle
         if outcome.cancel is not None:
             outcome.cancel.scope.cancel()
         if outcome.ended is not None:
             self._scheduler.release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
             for child in self._delegation.children(handle, outcome.ended):
-                self.interrupt(child)
+                self.interrupt(child, retryable=retryable)
         if cancelled_request is not None:
             self._cancel_request(cancelled_request)
 

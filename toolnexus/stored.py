@@ -25,17 +25,18 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 import attrs
 
 from .dispatch import Dispatcher, Dispatching
-from . import journal
+from . import journal, storedruns
 from .data import HandleView, Request
 from .errors import ConfigError
 from .eventrows import StoredEvents
 from .events import LOG
 from .handle import Handle, Turn
+from .handlerows import LISTED_COLUMNS, ROOT, body_of, json_value, record_of, spawn_no, views_of_rows
 from .ownership import Ownership
-from .record import HandleRecord, Resume, TaskEntry
+from .record import HandleRecord, Resume
 from .sql import StateStore, joins_host_transaction
 from .store import ConversationStore
-from .wire import from_wire, record_codec, to_wire
+from .wire import from_wire, to_wire
 
 if TYPE_CHECKING:
     from .tree import HandleTree
@@ -43,19 +44,6 @@ if TYPE_CHECKING:
 #: How long a wait on a turn owned by another process goes without re-reading the state.
 REMOTE_POLL_S = 0.25
 
-_ROOT = "root"
-
-#: Handles deleted per transaction by ``prune``.
-_PRUNE_BATCH = 500
-#: What a pruned handle takes with it: ``(table, the column naming the handle, more conditions)``.
-_PRUNED = (
-    ("tn_events", "handle_id", ""),
-    ("tn_stream", "handle_id", ""),
-    ("tn_journal", "handle_id", ""),
-    ("tn_messages", "conversation_id", ""),
-    ("tn_requests", "handle_id", " AND status <> 'open'"),
-    ("tn_handles", "id", ""),
-)
 #: What a nested unit of work enters: the outermost one does the work.
 _JOINED: ContextManager[None] = contextlib.nullcontext()
 
@@ -204,12 +192,12 @@ class StoredTree:
                 self.runtime_id,
                 record.id,
                 record.parent,
-                _spawn_no(record.id),
+                spawn_no(record.id),
                 record.state,
                 record.version,
                 record.settled,
                 pending.id if pending is not None else None,
-                _dumps(_codec()[0](record)),
+                body_of(record),
                 time.time(),
             ),
         )
@@ -217,9 +205,7 @@ class StoredTree:
     # --- reading the tree -----------------------------------------------------------------------
 
     def _record(self, handle_id: str, version: int, body: Any) -> HandleRecord:
-        data = _json(body)
-        data.update(id=handle_id, version=version, children=self._children(handle_id))
-        return _codec()[1](data)
+        return record_of(handle_id, version, body, self._children(handle_id))
 
     def load(self, handle_id: str) -> HandleRecord | None:
         rows = self.store.execute("SELECT version, body FROM tn_handles WHERE runtime_id = ? AND id = ?", (self.runtime_id, handle_id))
@@ -228,9 +214,9 @@ class StoredTree:
     def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
         try:
             for handle_id, name in self.live():
-                if handle_id != _ROOT and name not in agents:
+                if handle_id != ROOT and name not in agents:
                     raise ConfigError(f"the stored tree {self.runtime_id!r} has a live handle {handle_id} of agent {name!r}, which the registry lacks")
-            stored = self.load(_ROOT)
+            stored = self.load(ROOT)
             root = make(stored or fresh)
             if stored is None:
                 with self.change(root):
@@ -254,7 +240,7 @@ class StoredTree:
         rows = self.store.execute(
             "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed' ORDER BY id", (self.runtime_id,)
         )
-        return [(row[0], _json(row[1])["name"]) for row in rows]
+        return [(row[0], json_value(row[1])["name"]) for row in rows]
 
     # --- a turn's documents and its journal (the rules are journal.py's) -------------------
 
@@ -285,7 +271,7 @@ class StoredTree:
             " AND kind = ? AND step = ? AND call_id = ?",
             (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
         )
-        return (rows[0][0], _json(rows[0][1]) if rows[0][1] is not None else None) if rows else None
+        return (rows[0][0], json_value(rows[0][1]) if rows[0][1] is not None else None) if rows else None
 
     def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
         self.store.execute(
@@ -333,7 +319,7 @@ class StoredTree:
         rows = self.store.execute(
             "SELECT request FROM tn_requests WHERE runtime_id = ? AND status = 'open' ORDER BY created_at", (self.runtime_id,)
         )
-        return [from_wire(Request, _json(row[0])) for row in rows]
+        return [from_wire(Request, json_value(row[0])) for row in rows]
 
     # --- events and transcripts ------------------------------------------------------------------
 
@@ -349,7 +335,7 @@ class StoredTree:
         rows = self.store.execute(
             "SELECT body FROM tn_messages WHERE runtime_id = ? AND conversation_id = ?", (self.runtime_id, conversation_id)
         )
-        return _json(rows[0][0]) if rows else None
+        return json_value(rows[0][0]) if rows else None
 
     def save_messages(self, conversation_id: str, messages: list[dict[str, Any]]) -> None:
         with self.store.transaction():
@@ -378,42 +364,15 @@ class StoredTree:
 
     def listing(self, tree: HandleTree, keep_closed: int) -> list[HandleView]:
         rows = self.store.execute(
-            "SELECT id, parent_id, spawn_no, version, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed'"
-            " UNION ALL SELECT * FROM (SELECT id, parent_id, spawn_no, version, body FROM tn_handles"
+            f"SELECT {LISTED_COLUMNS} FROM tn_handles WHERE runtime_id = ? AND state <> 'closed'"
+            f" UNION ALL SELECT * FROM (SELECT {LISTED_COLUMNS} FROM tn_handles"
             " WHERE runtime_id = ? AND state = 'closed' ORDER BY updated_at DESC LIMIT ?) recent",
             (self.runtime_id, self.runtime_id, keep_closed),
         )
-        below: dict[str | None, list[tuple[int, str]]] = {}
-        for handle_id, parent_id, spawn_no, _, _ in rows:
-            below.setdefault(parent_id, []).append((spawn_no, handle_id))
-        for children in below.values():
-            children.sort()
-        records = {}
-        for handle_id, _, _, version, body in rows:
-            data = _json(body)
-            data.update(id=handle_id, version=version, children=[child for _, child in below.get(handle_id, [])])
-            records[handle_id] = _codec()[1](data)
-        views: list[HandleView] = []
-        stack = [_ROOT] if _ROOT in records else []
-        while stack:  # pre-order, children in spawn order; a listed child of an unlisted parent has no place
-            record = records[stack.pop()]
-            views.append(Handle(record, None, self).view())
-            stack.extend(reversed([child for child in record.children if child in records]))
-        return views
+        return views_of_rows(rows)
 
     def prune(self, tree: HandleTree | None, before: float) -> list[str]:
-        rows = self.store.execute(
-            "SELECT h.id FROM tn_handles h WHERE h.runtime_id = ? AND h.state = 'closed' AND h.updated_at < ? AND h.id <> ?"
-            " AND NOT EXISTS (SELECT 1 FROM tn_handles p WHERE p.runtime_id = h.runtime_id AND p.id = h.parent_id AND p.state = 'running')",
-            (self.runtime_id, before, _ROOT),
-        )
-        ids = [row[0] for row in rows]
-        for start in range(0, len(ids), _PRUNE_BATCH):
-            batch = ids[start : start + _PRUNE_BATCH]
-            marks = ", ".join("?" for _ in batch)
-            with self.store.transaction():  # each batch whole: a row with its events, journal, transcript
-                for table, column, extra in _PRUNED:
-                    self.store.execute(f"DELETE FROM {table} WHERE runtime_id = ? AND {column} IN ({marks}){extra}", (self.runtime_id, *batch))
+        ids = storedruns.prune_runs(self.store, self.runtime_id, before)
         if tree is not None:
             tree.forget(ids)
         return ids
@@ -461,7 +420,7 @@ class StoredTree:
             sql, params = sql + " AND parent_id = ?", (self.runtime_id, parent_id)
         found = []
         for handle_id, body in self.store.execute(sql, params):
-            running = _json(body).get("running") or {}
+            running = json_value(body).get("running") or {}
             found.append((handle_id, running.get("owner"), running.get("queued_at")))
         found.sort(key=lambda item: -item[0].count("/"))
         return found
@@ -495,53 +454,3 @@ class StateConversations:
 
     def save(self, id: str, messages: list[dict[str, Any]]) -> None:
         self._tree.save_messages(id, list(messages))
-
-
-def stored_views(tree: StoredTree) -> list[HandleView]:
-    """Every stored handle of ``tree`` as ``handles()`` lists them (no registry needed)."""
-    views: list[HandleView] = []
-
-    def visit(handle_id: str) -> None:
-        record = tree.load(handle_id)
-        if record is None:
-            return
-        views.append(Handle(record, None, tree).view())
-        for child in record.children:
-            visit(child)
-
-    visit(_ROOT)
-    return views
-
-
-# --- a handle record as a row body -----------------------------------------------------------
-
-
-@functools.cache
-def _codec() -> tuple[Callable[[HandleRecord], dict[str, Any]], Callable[[dict[str, Any]], HandleRecord]]:
-    """The record through the one converter, without the fields that are columns or rows
-    (id, children, version); the reattachment index as a list (JSON keys are strings)."""
-
-    def keys_out(keys: dict[tuple[str, str], TaskEntry]) -> list[list[Any]]:
-        return [[agent, prompt, entry.serial, entry.child, entry.call] for (agent, prompt), entry in keys.items()]
-
-    def keys_in(rows: Any, _: Any) -> dict[tuple[str, str], TaskEntry]:
-        return {(agent, prompt): TaskEntry(serial=serial, child=child, call=call) for agent, prompt, serial, child, call in rows}
-
-    return record_codec(HandleRecord, omit=("id", "children", "version"), hooks={"task_keys": (keys_out, keys_in)})
-
-
-_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def _dumps(body: dict[str, Any]) -> str:
-    return _DUMPS(body)
-
-
-def _spawn_no(handle_id: str) -> int:
-    last = handle_id.rsplit("/", 1)[-1]
-    number = last.rsplit(".", 1)[-1]
-    return int(number) if number.isdigit() else 0
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, (str, bytes)) else value

@@ -9,6 +9,7 @@ fresh one. Written against ``Team``, the few runtime calls it needs.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable, Protocol
 
@@ -16,12 +17,14 @@ import attrs
 
 from .agentdef import AgentDef
 from .data import AgentResult, Answer, HandleView, ToolResult
-from .errors import HandleClosed, SpawnError
+from .errors import HandleClosed, SpawnError, UnknownHandle
 from .journal import RETRY_LATER
 from .handle import SUSPENDED, Handle
 from .tools import Tool, ToolContext, failure
 from .tree import HandleTree
 from .waiting import runnable
+
+log = logging.getLogger("toolnexus")
 
 
 class Team(Protocol):
@@ -119,9 +122,10 @@ class Delegation:
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
-        if result.status == "error" and _retryable(child):
-            # Kept open: when the parent's turn is tried again, this call reattaches and
-            # tries the child's turn again, so the call's result is not journaled.
+        if result.status in ("error", "interrupted") and _retryable(child):
+            # Kept open (it failed, or was interrupted to be continued): when the parent's
+            # turn is tried again, this call reattaches and tries the child's turn again,
+            # so the call's result is not journaled.
             output = result_as_tool_output(agent, result)
             return attrs.evolve(output, metadata={**(output.metadata or {}), RETRY_LATER: True})
         if result.status != "pending":
@@ -142,7 +146,13 @@ class Delegation:
         """The task children the turn ``serial`` of ``handle`` made."""
         with handle.task_lock:
             ids = handle.task_children(serial)
-        return [self._tree.get(child_id) for child_id in ids]
+        found = []
+        for child_id in ids:
+            try:
+                found.append(self._tree.get(child_id))
+            except UnknownHandle:  # deleted from the state: nothing is left to hand over or close
+                log.warning("%s: its task child %s is gone from the state", handle.id, child_id)
+        return found
 
     def hand_over(self, handle: Handle, serial: int) -> None:
         """A ``task`` child is woken for its caller to run (caller-runs); if the turn ended

@@ -74,7 +74,7 @@ def load_team(path: str) -> Team:
 
     Raises:
         TeamFileError: the file is missing, is not valid TOML (the message names the
-            line and the problem) or names unknown keys, agents or tools.
+            line and the problem), nests too deeply, or names unknown keys, agents or tools.
     """
     try:
         with open(path, "rb") as handle:
@@ -84,10 +84,11 @@ def load_team(path: str) -> Team:
     except UnicodeDecodeError as exc:
         raise TeamFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        data = tomllib.loads(text)
+        return _check_team(path, tomllib.loads(text))
     except tomllib.TOMLDecodeError as exc:
         raise TeamFileError(f"{path}: {_toml_problem(exc, text)}") from None
-    return _check_team(path, data)
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion, as JSON writes them
+        raise TeamFileError(f"{path}: arrays or tables nested too deeply to read") from None
 
 
 def _toml_problem(exc: tomllib.TOMLDecodeError, text: str) -> str:

@@ -140,9 +140,10 @@ class TreeStore(Protocol):
         ones, root first, then pre-order; the cost follows what it lists, not the history."""
 
     def prune(self, tree: HandleTree | None, before: float) -> list[str]:
-        """Delete closed handles (with their events, transcripts, journal and answered
-        requests) that closed before ``before`` (``time.time()``), except any a live handle
-        may still need; their ids."""
+        """Delete the runs (a child of the root with all its descendants) whose top handle
+        closed before ``before`` (``time.time()``), each whole, with its events,
+        transcripts, journal and requests; nothing of a run whose top handle is not
+        closed. The ids of the handles deleted."""
 
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership: ...
 
@@ -308,7 +309,7 @@ class MemoryTree:
         return views
 
     def prune(self, tree: HandleTree | None, before: float) -> list[str]:
-        return [handle.id for handle in tree.drop_closed(before)] if tree is not None else []
+        return [handle.id for handle in tree.drop_runs(before)] if tree is not None else []
 
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return _Solo()
@@ -406,15 +407,25 @@ class HandleTree:
                     gone.append(dropped)
         return gone
 
-    def drop_closed(self, before: float) -> list[Handle]:
-        """The retired handles closed before ``before`` leave the table and their parents'
-        lists of children; they are returned."""
-        gone = []
+    def drop_runs(self, before: float) -> list[Handle]:
+        """Whole runs (a child of the root with its subtree) whose top handle closed before
+        ``before`` leave the table and their parents' lists of children; they are
+        returned. A closed handle of a run still open stays, whatever its age: a resumed
+        or retried turn reattaches to it."""
         with self._lock:
-            while self._closed and self._closed[0][1] < before:
-                dropped = self._handles.pop(self._closed.popleft()[0], None)
-                if dropped is not None:
-                    gone.append(dropped)
+            finished = {handle_id for handle_id, at in self._closed if _top_of(handle_id) == handle_id and at < before}
+            kept: collections.deque[tuple[str, float]] = collections.deque()
+            gone = []
+            for handle_id, at in self._closed:
+                top = _top_of(handle_id)
+                # A top handle that left memory already (past keep_closed) closed its run.
+                if top in finished or top not in self._handles:
+                    dropped = self._handles.pop(handle_id, None)
+                    if dropped is not None:
+                        gone.append(dropped)
+                else:
+                    kept.append((handle_id, at))
+            self._closed = kept
         self.detach(gone)
         return gone
 
@@ -450,3 +461,8 @@ class HandleTree:
                 found.append(child_id)
                 found.extend(self._closed_below(child))
         return found
+
+
+def _top_of(handle_id: str) -> str:
+    """The top handle of the run ``handle_id`` belongs to (``root/a.1/b.2`` -> ``root/a.1``)."""
+    return "/".join(handle_id.split("/", 2)[:2])
