@@ -219,9 +219,9 @@ def score(scorer: Scorer, case: Case, result: CaseResult) -> tuple[float | None,
         return None, None, str(exc)
     except Exception as exc:  # a scorer's failure is that case's scorer error, never the run's
         return None, None, f"{type(exc).__name__}: {exc}"
-    reason = None
+    reason = value.reason if isinstance(value, Score) else None
     if isinstance(value, Score):
-        value, reason = value.value, value.reason
+        value = value.value
     if isinstance(value, bool):
         return (1.0 if value else 0.0), reason, None
     if isinstance(value, (int, float)) and math.isfinite(value):
