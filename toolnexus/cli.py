@@ -19,6 +19,7 @@ from . import __version__, clistate
 from .console import Approver, LiveTree, dollars, run_views, tree_lines
 from .data import AgentResult, Answer, Request, make_answer
 from .errors import ToolnexusError, UnknownRequest
+from .evals import command as eval_command
 from .runtime import Runtime
 from .teamfile import STYLES, Team, TeamFileError, load_team
 
@@ -155,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     retry.add_argument("handle", metavar="HANDLE")
     continuing(retry)
     clistate.add_commands(commands)
+    eval_command.add_command(commands, connection)
     return parser
 
 
@@ -185,6 +187,8 @@ def _command(argv: Sequence[str] | None) -> int:
             return _answer(args)
         if args.command == "retry":
             return _retry(args)
+        if args.command == "eval":
+            return eval_command.run(args, _connection_options)
         return _run(args)
     except ToolnexusError as exc:
         sys.stderr.write(f"toolnexus: error: {exc}\n")
