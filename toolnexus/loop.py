@@ -169,7 +169,8 @@ def resume(
         kept[halted_id] = _declined(answer, pending)
         answers = {}
     state = _State(messages=list(messages[: index + 1]))
-    halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
+    announced = frozenset(call.id for call in calls)  # when the step first ran
+    halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers, announced=announced)
     if halted is not None:
         return _result(spec, state, "pending", pending=halted)
     if accepted is not None:
@@ -224,11 +225,12 @@ def _step(
     *,
     kept: dict[str, ToolResult] | None = None,
     answers: dict[str, Answer] | None = None,
+    announced: frozenset[str] | None = None,
 ) -> tuple[Request | None, Accepted | None]:
     """The tool calls of one model step; a typed run's ``final_result`` calls are answered
     here (never run, recorded or counted as tool calls) and the first that fits wins."""
     finals, accepted = spec.output.from_calls(calls, decode_arguments) if spec.output is not None else ({}, None)
-    halted = _tool_phase(engine, spec, toolkit, state, calls, kept={**(kept or {}), **finals}, answers=answers)
+    halted = _tool_phase(engine, spec, toolkit, state, calls, kept={**(kept or {}), **finals}, answers=answers, announced=announced)
     return halted, accepted
 
 
@@ -371,9 +373,12 @@ def _tool_phase(
     *,
     kept: dict[str, ToolResult] | None = None,
     answers: dict[str, Answer] | None = None,
+    announced: frozenset[str] | None = None,
 ) -> Request | None:
     """Run every call without a kept result, concurrently (one after another when the
-    engine has no executor: inline mode); append results in call order.
+    engine has no executor: inline mode); append results in call order. A call made
+    again after its turn suspended (``announced``, or so marked in the journal) gets no
+    second ``tool_call`` event.
 
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
@@ -381,13 +386,15 @@ def _tool_phase(
     kept = dict(kept or {})
     answers = dict(answers or {})
     asked: dict[str, ToolResult] = {}
+    announced = set(announced or ())
     turn = state.turns
     rerun = journal.apply_resume(spec.continues, turn, calls, kept, answers)
     if spec.journal is not None:
-        asked = journal.served(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
+        asked, again = journal.served(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
+        announced |= again
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
-    if spec.events is not None:
-        spec.events.calls(todo)  # before the journal's commit, which takes them along
+    if spec.events is not None:  # before the journal's commit, which takes them along
+        spec.events.calls([call for call in todo if call.id not in announced])  # once per call, resumed or not
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
