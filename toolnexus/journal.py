@@ -190,7 +190,7 @@ class TurnJournal:
                 continue
             status, data = row
             if status == "done":
-                found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata"))
+                found[call_id] = ToolResult(data["output"], is_error=data["is_error"], metadata=data.get("metadata"))
             else:
                 found[call_id] = AGAIN if status == AGAIN else None
         return found
@@ -287,7 +287,12 @@ def apply_resume(resume: Resume | None, step: int, calls: list[ToolCall], kept: 
 
 
 def served(
-    journal: Journal, toolkit: Toolkit, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], rerun: str | None = None
+    journal: Journal,
+    toolkit: Toolkit,
+    step: int,
+    calls: list[ToolCall],
+    kept: dict[str, ToolResult],
+    rerun: str | None = None,
 ) -> tuple[dict[str, ToolResult], set[str]]:
     """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
     option (``rerun`` is run again whatever it says). Returns the calls that ask whether

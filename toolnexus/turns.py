@@ -20,7 +20,7 @@ from .errors import Cancelled, ConfigError
 from .events import RunEvents
 from .handle import Handle, Turn
 from .hooks import Hooks
-from .loop import Engine, RunSpec
+from .runspec import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pricing import Price
 from .spending import Cap, Spending

@@ -294,7 +294,7 @@ def parse_json(text: str | bytes, *, what: str = "value") -> Any:
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"invalid JSON for {what}: {exc}") from None
-    if _too_deep(data):
+    if _schema.deeper_than(data, MAX_DEPTH):
         raise WireError(f"invalid JSON for {what}: nested deeper than {MAX_DEPTH} levels")
     return data
 
@@ -317,23 +317,6 @@ def _finite(text: str) -> float:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
-
-
-def _too_deep(data: Any) -> bool:
-    """Whether ``data`` nests more than ``MAX_DEPTH`` containers (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
 
 
 def _not_unicode(data: Any) -> str | None:
