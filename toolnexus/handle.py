@@ -525,6 +525,7 @@ class Handle:
             record.prompt_tokens += usage.prompt_tokens
             record.completion_tokens += usage.completion_tokens
             record.cached_tokens += usage.cached_tokens
+            record.estimated_calls += usage.estimated_calls
             if usage.cost is not None:
                 record.cost = add_cost(record.cost, usage.cost)
                 record.largest_cost = max(record.largest_cost or 0.0, usage.cost)

@@ -19,6 +19,7 @@ import attrs
 from . import _jobs, budget, journal, pricing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .engine import ModelCall, WireStyle
+from .estimate import estimated
 from .errors import Cancelled, LLMError, UnknownRequest
 from .journal import IN_DOUBT, RETRY_KIND, declined as _declined
 from .output import Accepted, check_toolkit
@@ -133,8 +134,6 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         if isinstance(reply, str):
             return _result(spec, state, "incomplete", limit=reply)
         state.finish_reason = reply.finish_reason
-        if reply.usage_missing:
-            engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
         if not reply.tool_calls:
             if typed is None or reply.truncated:
                 return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
@@ -256,6 +255,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     gate=spec.gate,
                     while_waiting=while_waiting,
                     request_params=spec.request_params,
+                    needs_usage=spec.needs_usage,
                     **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )
             )
@@ -264,6 +264,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
+    if reply.usage_missing:  # counted all the same, and said to be an estimate
+        engine.once.warn("usage", "model replies carry no usage: their tokens are estimated (Usage.estimated_calls)")
+        reply = attrs.evolve(reply, usage=estimated(reply, spec.system, state.messages, tools))
     if spec.price is not None:
         reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
     spec.emit(_llm_event(spec, "ok", started, reply.usage))

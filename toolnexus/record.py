@@ -184,6 +184,8 @@ class HandleRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    #: Model calls charged here whose tokens were estimated (``Usage.estimated_calls``).
+    estimated_calls: int = 0
     #: The most one model call charged here has cost: how a call in flight is reckoned
     #: against a money cap (``budget.may_fly``).
     largest_cost: float | None = None
@@ -212,7 +214,9 @@ class HandleRecord:
     @property
     def spent(self) -> Usage:
         """The ledger as one ``Usage``: what the handle and its descendants spent."""
-        return Usage(self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens, self.cost)
+        return Usage(
+            self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens, self.cost, self.estimated_calls
+        )
 
     @property
     def queued(self) -> bool:

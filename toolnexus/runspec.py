@@ -82,3 +82,5 @@ class RunSpec:
     output: OutputType | None = None
     #: Where the run announces its steps to streams (``events.RunEvents``), if anywhere.
     events: RunEvents | None = None
+    #: A cap on tokens or money depends on this run's usage (``ModelCall.needs_usage``).
+    needs_usage: bool = False
