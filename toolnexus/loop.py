@@ -378,6 +378,8 @@ def decode_arguments(raw: Any) -> tuple[Any, str | None]:
             raw = json.loads(raw)
         except ValueError as exc:
             return None, f"invalid arguments: not valid JSON ({exc})"
+        except RecursionError:
+            return None, "invalid arguments: nested too deep to read"
     if not isinstance(raw, dict):
         return None, f"invalid arguments: expected a JSON object, got {type(raw).__name__}"
     return raw, None

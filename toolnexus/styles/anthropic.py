@@ -149,7 +149,7 @@ def _arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return raw
     return {} if raw is None else raw
 
@@ -300,7 +300,7 @@ class MessageEvents:
             joined = "".join(pieces)
             try:
                 self._blocks[index]["input"] = json.loads(joined)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self._blocks[index]["input"] = joined  # kept: the call reports invalid arguments
 
     def reply(self) -> ModelReply:
