@@ -40,6 +40,8 @@ class _State:
     turns: int = 0
     text: str = ""
     finish_reason: str | None = None
+    #: A model step of this run asked for tool calls (served again from a journal or not).
+    called_tool: bool = False
 
 
 @attrs.frozen
@@ -256,6 +258,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     while_waiting=while_waiting,
                     request_params=spec.request_params,
                     needs_usage=spec.needs_usage,
+                    after_tool=state.called_tool,  # a forced tool_choice holds until a tool was called
                     **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )
             )
@@ -321,6 +324,7 @@ def _tool_phase(
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
     """
+    state.called_tool = True
     kept = dict(kept or {})
     answers = dict(answers or {})
     asked: dict[str, ToolResult] = {}

@@ -84,6 +84,16 @@ def build_body(
     return body
 
 
+def unforced(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with a ``tool_choice`` that forces a call (``any``, a named ``tool``)
+    made ``auto``, its other keys kept: the run has called a tool, and may now answer."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        kept = {key: value for key, value in choice.items() if key not in ("type", "name")}
+        return {**body, "tool_choice": {"type": "auto", **kept}}
+    return body
+
+
 def usage_of(raw: Any) -> Usage:
     """Prompt tokens are all the input the model read: fresh, read from the prompt cache
     (also ``cached_tokens``), and written to it."""

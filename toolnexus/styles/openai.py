@@ -83,6 +83,15 @@ def build_body(
     return body
 
 
+def unforced(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with a ``tool_choice`` that forces a call (``"required"``, a named
+    function) made ``"auto"``: the run has called a tool, and may now answer."""
+    choice = body.get("tool_choice")
+    if choice == "required" or isinstance(choice, dict):
+        return {**body, "tool_choice": "auto"}
+    return body
+
+
 def usage_of(raw: Any) -> Usage:
     """``prompt_tokens_details.cached_tokens`` are part of ``prompt_tokens`` (never more)."""
     if not isinstance(raw, dict):
