@@ -99,3 +99,46 @@ def test_anthropic_forced_tool_choice_is_made_auto_keeping_its_other_keys(choice
 def test_request_params_an_agent_may_not_set_are_refused_when_it_is_defined(params):
     with pytest.raises(ConfigError):
         AgentDef("a", "answers", request_params=params)
+
+
+@pytest.mark.parametrize(
+    ("choice", "second"),
+    [
+        ("required", "required"),  # final_result can satisfy it: a typed run keeps it
+        ({"type": "function", "function": {"name": "final_result"}}, {"type": "function", "function": {"name": "final_result"}}),
+        ({"type": "function", "function": {"name": "lookup"}}, "auto"),  # would never let the run end
+    ],
+    ids=["required", "named-final-result", "named-other"],
+)
+def test_a_typed_run_keeps_a_forced_tool_choice_that_lets_it_call_final_result(choice, second):
+    from toolnexus import Client, Tool
+
+    bodies: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        bodies.append(body)
+        if len(bodies) == 1:
+            return tool_call_completion(body, [("c1", "lookup", {})])
+        return tool_call_completion(body, [("f1", "final_result", {"verdict": "ok"})])
+
+    schema = {"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]}
+    with ScriptedLLMServer(respond) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": choice}) as client:
+        result = client.run("go", [Tool("lookup", "look", None, lambda args, ctx: "found")], output=schema)
+    assert result.output == {"verdict": "ok"}
+    assert [body["tool_choice"] for body in bodies] == [choice, second]
+
+
+@pytest.mark.parametrize(
+    ("choice", "keep", "after"),
+    [
+        ("required", None, "auto"),
+        ("required", "final_result", "required"),
+        ({"type": "function", "function": {"name": "final_result"}}, "final_result", {"type": "function", "function": {"name": "final_result"}}),
+        ("none", None, "none"),
+    ],
+)
+def test_openai_forced_tool_choice_is_made_auto_unless_it_allows_the_kept_tool(choice, keep, after):
+    from toolnexus.styles import openai
+
+    body = openai.build_body("m", [], [{"type": "function", "function": {"name": "final_result"}}], None, {"tool_choice": choice})
+    assert openai.unforced(body, keep=keep)["tool_choice"] == after

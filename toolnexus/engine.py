@@ -83,8 +83,11 @@ class ModelCall:
     #: streamed, on a server known to stream no usage.
     needs_usage: bool = False
     #: The run has called a tool already: a ``tool_choice`` that forces a call is sent as
-    #: ``auto``, so that the model can answer (forced on every step, it never could).
+    #: ``auto``, so that the model can answer (forced on every step, it never could)...
     after_tool: bool = False
+    #: ...unless it lets the model call this tool, which ends the run (a typed run's
+    #: ``final_result``).
+    ends_run: str | None = None
 
 
 class ModelEngine(Protocol):
@@ -163,7 +166,7 @@ class HttpEngine:
         params = {**(self._params or {}), **call.request_params} if call.request_params else self._params
         body = self._style.build_body(call.model, call.messages, call.tools, call.system, params)
         if call.after_tool:
-            body = self._style.unforced(body)
+            body = self._style.unforced(body, keep=call.ends_run)
         if call.on_text is not None and not (call.needs_usage and self._streams_lack_usage.is_set()):
             reply = self._streamed(body, call, call.on_text)
             if reply.usage_missing and not self._streams_lack_usage.is_set():

@@ -22,7 +22,7 @@ from .engine import ModelCall, WireStyle
 from .estimate import estimated
 from .errors import Cancelled, LLMError, UnknownRequest
 from .journal import IN_DOUBT, RETRY_KIND, declined as _declined
-from .output import Accepted, check_toolkit
+from .output import FINAL_RESULT, Accepted, check_toolkit
 from .runspec import Engine, RunSpec
 from .toolkit import Toolkit
 from .tools import ToolContext, failure
@@ -259,6 +259,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     request_params=spec.request_params,
                     needs_usage=spec.needs_usage,
                     after_tool=state.called_tool,  # a forced tool_choice holds until a tool was called
+                    ends_run=FINAL_RESULT if spec.output is not None else None,
                     **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )
             )

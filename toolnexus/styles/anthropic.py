@@ -84,11 +84,17 @@ def build_body(
     return body
 
 
-def unforced(body: dict[str, Any]) -> dict[str, Any]:
+def unforced(body: dict[str, Any], keep: str | None = None) -> dict[str, Any]:
     """``body`` with a ``tool_choice`` that forces a call (``any``, a named ``tool``)
-    made ``auto``, its other keys kept: the run has called a tool, and may now answer."""
+    made ``auto``, its other keys kept: the run has called a tool, and may now answer. A
+    choice that lets the model call the tool ``keep`` (``any``, or ``keep`` by name) stays."""
     choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+    if not isinstance(choice, dict):
+        return body
+    kind = choice.get("type")
+    if keep is not None and (kind == "any" or kind == "tool" and choice.get("name") == keep):
+        return body
+    if kind in ("any", "tool"):
         kept = {key: value for key, value in choice.items() if key not in ("type", "name")}
         return {**body, "tool_choice": {"type": "auto", **kept}}
     return body
