@@ -258,8 +258,11 @@ WRITTEN = json.dumps({"name": "final_result", "arguments": DECISION})
         "<tool_call>\n" + WRITTEN + "\n</tool_call>",
         "{" + json.dumps(DECISION) + "}",  # the value itself, braces doubled
         json.dumps({"name": "final_result", "parameters": DECISION}),  # as some templates name the arguments
+        "{" + json.dumps({"function": "final_result", "arguments": DECISION}) + "}",  # and the name
+        # several calls, one a line, as Qwen2.5-Coder wrote them on llama-server
+        '{{"name": "lookup_order", "arguments": {"order": "A-1001"}}}\n{' + WRITTEN + "}\n```",
     ],
-    ids=["outer-doubled", "all-doubled", "tagged-doubled", "tagged", "value-doubled", "parameters"],
+    ids=["outer-doubled", "all-doubled", "tagged-doubled", "tagged", "value-doubled", "parameters", "function", "one-a-line"],
 )
 def test_a_result_written_as_a_chat_template_writes_it_is_accepted_when_it_fits(reply):
     result = make_client(ScriptedModel({"m": [text(reply)]})).run("Settle", output=Decision)
@@ -271,11 +274,12 @@ def test_a_result_written_as_a_chat_template_writes_it_is_accepted_when_it_fits(
     [
         ("I think a refund is fair.", "it is plain text, not the JSON of the result"),
         ('{"refund": true, "amount": 12.5,', "it is not valid JSON (Expecting property name enclosed in double quotes"),
+        ('{{"refund": true, "amount": 12.5,}}', "it is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 33"),
         ("{" + json.dumps({"name": "final_result", "arguments": {**DECISION, "category": "lost"}}) + "}", "category: expected one of"),
         (json.dumps({"name": "final_result", "arguments": {"refund": True}}), "amount: missing"),
         ("<tool_call>" + json.dumps({"name": "lookup", "arguments": {}}) + "</tool_call>", "a call of the tool 'lookup' written as text"),
     ],
-    ids=["prose", "broken-json", "doubled-misfit", "written-misfit", "other-tool"],
+    ids=["prose", "broken-json", "doubled-broken-json", "doubled-misfit", "written-misfit", "other-tool"],
 )
 def test_a_refused_text_answer_s_correction_says_why(reply, reason):
     model = ScriptedModel({"m": [text(reply), final("f1", DECISION)]})

@@ -105,25 +105,26 @@ class OutputType:
 
     def from_text(self, text: str) -> Accepted | str:
         """A plain-text answer: accepted when it is JSON that fits (the whole text, a
-        ```json block, a ``<tool_call>`` block, or any of these with its braces doubled as
-        a chat template writes them: ``{{ ... }}``), or is a ``final_result`` call written
-        out so (``{"name": "final_result", "arguments": {...}}``, as models do when the
-        server does not read their tool calls) whose arguments fit; otherwise the user
-        message that asks for a ``final_result`` call and says why the text was not taken."""
+        ```json block, a ``<tool_call>`` block, a line of its own, or any of these with its
+        braces doubled as a chat template writes them: ``{{ ... }}``), or is a
+        ``final_result`` call written out so (``{"name": "final_result", "arguments":
+        {...}}``, as models do when the server does not read their tool calls) whose
+        arguments fit; otherwise the user message that asks for a ``final_result`` call and
+        says why the text was not taken."""
         found, unparsed = _json_in(text)
-        reason = None  # the first candidate's: the likeliest reading of the text
+        misfit = other = None  # the first of each: the likeliest reading of the text
         for value in found:
             written = _written_call(value)
             if written is _OTHER_TOOL:
-                reason = reason or f"it is a call of the tool {value['name']!r} written as text, which nobody ran"
+                named = value.get("name", value.get("function"))
+                other = other or f"it is a call of the tool {named!r} written as text, which nobody ran"
                 continue
             outcome = self.check(value if written is None else written)
             if isinstance(outcome, Accepted):
                 return outcome
-            reason = reason or f"it does not fit the result this task needs: {'; '.join(outcome)}"
-        if reason is None and unparsed is not None:
-            reason = f"it is not valid JSON ({unparsed})"
-        return CORRECTION.format(reason=reason or "it is plain text, not the JSON of the result")
+            misfit = misfit or f"it does not fit the result this task needs: {'; '.join(outcome)}"
+        broken = f"it is not valid JSON ({unparsed})" if unparsed is not None else None
+        return CORRECTION.format(reason=misfit or other or broken or "it is plain text, not the JSON of the result")
 
 
 def _never_run(args: dict[str, Any], ctx: Any) -> ToolResult:
@@ -133,19 +134,24 @@ def _never_run(args: dict[str, Any], ctx: Any) -> ToolResult:
 
 def _json_in(text: str) -> tuple[list[Any], str | None]:
     """The JSON values the text holds, most likely first (the whole text, then fenced and
-    ``<tool_call>`` blocks, each also with its template-doubled braces undone), and the
-    parse error of the first candidate that looked like JSON but did not parse."""
+    ``<tool_call>`` blocks, then each line that opens an object, as a model writes several
+    calls, each also with its template-doubled braces undone), and why the first block
+    that looked like JSON did not parse (its last reading's error)."""
     found: list[Any] = []
     unparsed: str | None = None
-    blocks = (text.strip(), *(m.group(1) for m in _FENCE.finditer(text)), *(m.group(1) for m in _TAGGED.finditer(text)))
-    for block in blocks:
-        for candidate in _undoubled(block.strip()):
+    lines = [line for line in text.splitlines() if line.strip().startswith("{")] if "\n" in text.strip() else []
+    blocks = (text, *(m.group(1) for m in _FENCE.finditer(text)), *(m.group(1) for m in _TAGGED.finditer(text)), *lines)
+    for block in dict.fromkeys(block.strip() for block in blocks):
+        error = None
+        for candidate in _undoubled(block):
             try:
                 found.append(parse_json(candidate))
                 break
             except WireError as exc:
-                if unparsed is None and candidate[:1] in ("{", "["):
-                    unparsed = str(exc).split(": ", 1)[-1]
+                error = str(exc).split(": ", 1)[-1]
+        else:
+            if unparsed is None and block[:1] in ("{", "["):
+                unparsed = error
     return found, unparsed
 
 
@@ -163,15 +169,16 @@ _OTHER_TOOL: Any = object()
 
 
 def _written_call(data: Any) -> Any:
-    """The arguments of a ``final_result`` call written as JSON text (``arguments``, or
-    ``parameters`` as some templates name them); ``_OTHER_TOOL`` for a call of another
-    tool; ``None`` when ``data`` is not a written call."""
-    if not isinstance(data, dict) or len(data) != 2 or not isinstance(data.get("name"), str):
+    """The arguments of a ``final_result`` call written as JSON text (the tool's ``name``,
+    or ``function``, and its ``arguments``, or ``parameters``, as templates name them);
+    ``_OTHER_TOOL`` for a call of another tool; ``None`` when ``data`` is not a written call."""
+    if not isinstance(data, dict) or len(data) != 2:
         return None
+    name = next((data[key] for key in ("name", "function") if isinstance(data.get(key), str)), None)
     key = "arguments" if "arguments" in data else "parameters" if "parameters" in data else None
-    if key is None:
+    if name is None or key is None:
         return None
-    if data["name"] != FINAL_RESULT:
+    if name != FINAL_RESULT:
         return _OTHER_TOOL
     arguments = data[key]
     if isinstance(arguments, str):
