@@ -8,9 +8,11 @@ never measured, so such a reply is counted by an estimate that says it is one
 
 The estimate reads what was sent (the system prompt, the messages and the tool schemas, as
 JSON) and what came back (the text, and each tool call's name and arguments) at
-``CHARS_PER_TOKEN`` characters per token, rounded up. Real tokenizers put 3 to 4.5
-characters of English and JSON in one token, and a server adds its chat template around
-the messages; the ratio errs towards counting more, so a cap stops early rather than late.
+``CHARS_PER_TOKEN`` characters per token, rounded up. Tokenizers put about 3 to 4.5
+characters of English and JSON in a token, and a server adds its chat template around the
+messages: against llama-cpp-python serving Qwen2.5-Coder with a tool, the estimate came
+within 10% of the server's own count (234 prompt tokens for 249, 393 for 386). It is an
+estimate all the same, and a result says how many of its calls were counted so.
 """
 
 from __future__ import annotations
