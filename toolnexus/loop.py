@@ -329,16 +329,16 @@ def _tool_phase(
     kept = dict(kept or {})
     answers = dict(answers or {})
     asked: dict[str, ToolResult] = {}
-    announced = set(announced or ())
+    told = set(announced or ())  # calls whose tool_call event was sent when their step first ran
     turn = state.turns
     rerun = journal.apply_resume(spec.continues, turn, calls, kept, answers)
     if spec.journal is not None:
         unkept = [call for call in calls if call.id not in kept]
         asked, again = journal.served(spec.journal, toolkit, turn, unkept, kept, rerun)
-        announced |= again
+        told |= again
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
     if spec.events is not None:  # before the journal's commit, which takes them along
-        spec.events.calls([call for call in todo if call.id not in announced])  # once per call, resumed or not
+        spec.events.calls([call for call in todo if call.id not in told])  # once per call, resumed or not
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
