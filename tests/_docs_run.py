@@ -6,7 +6,8 @@ traceback points at the page and line. For an ``endpoint`` chain a ``ScriptedLLM
 answers every model call: the first request of a step calls the first tool offered (the
 one ``tool_choice`` names, if any) with arguments made from its schema, and once tool
 results are in it answers ``done: <the results>``, or calls ``final_result`` when a typed
-output is asked for; its URL replaces the endpoint URLs written in the blocks. The test
+output is asked for; a ``tool_choice`` that names a tool is obeyed on every request, as
+llama-cpp-python's grammar obeys it; its URL replaces the endpoint URLs written in the blocks. The test
 services' URLs replace the PostgreSQL and Redis URLs and the MCP server's command; a
 chain that uses PostgreSQL gets a new database of its own, dropped after it.
 """
@@ -75,7 +76,7 @@ def respond(body: dict[str, Any]) -> dict[str, Any]:
     choice = body.get("tool_choice")
     named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
     others = [name for name in tools if name != "final_result"]
-    if not results and (named in tools or others):
+    if named in tools or (not results and others):
         name = named if named in tools else others[0]
         parameters = tools[name].get("parameters") or {}
         return tool_call_completion(body, [(f"call_{len(messages)}", name, value_for(parameters, parameters))])

@@ -206,6 +206,35 @@ def test_bad_shape_raises_wire_error(cls, text):
         from_json(cls, text)
 
 
+LONE = "\\ud800"  # a lone surrogate, as JSON escapes it
+
+
+@pytest.mark.parametrize(
+    ("cls", "text"),
+    [
+        (Answer, '{"id":"r%s","ok":true}' % LONE),
+        (Answer, '{"id":"r","ok":false,"reason":"declined%s"}' % LONE),
+        (Answer, '{"id":"r","ok":true,"data":{"note":"x%s"}}' % LONE),
+        (Answer, '{"id":"r","ok":true,"data":{"k%s":1}}' % LONE),
+        (Answer, '{"id":"r","ok":true,"data":[["deep", "\\udfff"]]}'),
+        (Request, '{"id":"r%s","kind":"k","prompt":"p"}' % LONE),
+        (Request, '{"id":"r","kind":"k%s","prompt":"p"}' % LONE),
+        (Request, '{"id":"r","kind":"k","prompt":"p%s"}' % LONE),
+        (Request, '{"id":"r","kind":"k","prompt":"p","url":"https://x%s"}' % LONE),
+        (Request, '{"id":"r","kind":"k","prompt":"p","data":{"a":{"b":"%s"}}}' % LONE),
+        (Request, '{"id":"r","kind":"k","prompt":"p","expiresAt":"2030%s"}' % LONE),
+        (Answer, '{"id":"r\ud800","ok":true}'),  # the character itself, not escaped
+    ],
+)
+def test_a_lone_surrogate_in_any_string_raises_wire_error(cls, text):
+    with pytest.raises(WireError, match="not valid Unicode"):
+        from_json(cls, text)
+
+
+def test_a_surrogate_pair_is_valid_unicode():
+    assert from_json(Answer, '{"id":"r\\ud83d\\ude00","ok":true}').id == "r\U0001f600"
+
+
 # --- results carrying a pending request ----------------------------------------------
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from conftest import run_in_thread
-from toolnexus import AgentDef, Answer, Client, ConfigError, Request, Runtime, Tool, ToolResult, Toolkit, WireError
+from toolnexus import AgentDef, Answer, Client, ConfigError, LLMError, Request, Runtime, Tool, ToolResult, Toolkit, WireError
 from toolnexus.inbox import render_input
 from toolnexus.record import InboxItem
 from toolnexus.styles import anthropic as anthropic_style, openai as openai_style
@@ -219,3 +219,35 @@ def test_flask_example_answers_400_to_an_answer_with_nan():
         assert "NaN" in answered.get_json()["error"]
     finally:
         app.extensions["toolnexus"].let_go(app)
+
+
+# --- replies nested too deep to read --------------------------------------------------------
+
+
+DEEPLY = "[" * 100_000 + "]" * 100_000
+
+
+def test_tool_arguments_nested_too_deep_to_read_are_an_invalid_arguments_result() -> None:
+    model, _ = scripted({"tool_calls": [{"id": "c1", "name": "echo", "arguments": '{"text": ' + DEEPLY + "}"}]}, {"content": "done"})
+    echo = Tool("echo", "Echo.", ECHO_SCHEMA, lambda args, ctx: "ran")
+    result = Client(model="m", generate=model).run("go", [echo])
+    assert result.status == "done" and result.tool_calls[0].is_error
+    assert result.tool_calls[0].output == "invalid arguments: nested too deep to read for tool echo"
+
+
+def test_a_reply_body_nested_too_deep_to_read_is_an_llm_error(servers) -> None:
+    server = servers(lambda ex: ex.reply(('{"choices": ' + DEEPLY + "}").encode()))
+    with Client(model="m", base_url=server.base_url, retries=0) as client, pytest.raises(LLMError, match="not JSON"):
+        client.run("go")
+
+
+def test_a_stream_event_nested_too_deep_to_read_is_an_llm_error(servers) -> None:
+    def deep_event(ex):
+        ex.stream_head()
+        ex.chunk(("data: " + DEEPLY + "\n\n").encode())
+        ex.chunk(b"")
+
+    server = servers(deep_event)
+    with Client(model="m", base_url=server.base_url, retries=0) as client, pytest.raises(LLMError, match="malformed stream event|not JSON"):
+        with client.stream("go") as stream:
+            list(stream)

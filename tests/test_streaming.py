@@ -664,3 +664,24 @@ def test_with_a_state_no_text_piece_of_many_teammates_writing_at_once_is_lost(cl
         assert len([e for e in events if e.kind == "message"]) == 14
     finally:
         rt.close(rt.root)
+
+
+# --- a resumed turn does not repeat itself -----------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["memory", "sqlite"])
+@pytest.mark.parametrize("inline", [False, True], ids=["pooled", "inline"])
+def test_a_resumed_turn_announces_each_tool_call_once(cleanup: Any, tmp_path: Any, where: str, inline: bool) -> None:
+    durable = {"state": str(tmp_path / "state.db"), "runtime_id": fresh_id()} if where == "sqlite" else {}
+    rt = lead_runtime(cleanup, inline=inline, **durable)
+    first = run_in_thread(lambda: list(rt.stream_agent("boss", "go")), HANG)
+    request = rt.inspect("root/boss.1").pending
+    stream = rt.stream("root/boss.1", after=first[-1].id)
+    rt.resume(make_answer(request.id, True))
+    rest = run_in_thread(lambda: list(stream), HANG)
+    assert stream.result.status == "done"
+    calls = [(e.handle, e.data["id"]) for e in first + rest if e.kind == "tool_call"]
+    results = [(e.handle, e.data["id"]) for e in first + rest if e.kind == "tool_result"]
+    assert sorted(calls) == [("root/boss.1", "b1"), ("root/boss.1/asker.1", "a1")]
+    assert sorted(results) == sorted(calls)  # the resumed executions gave only their results
+    assert not [e for e in rest if e.kind == "tool_call"]

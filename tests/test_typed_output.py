@@ -228,7 +228,7 @@ def test_another_tool_written_out_as_json_text_is_not_a_value():
     written = json.dumps({"name": "lookup", "arguments": {"q": "x"}})
     model = ScriptedModel({"m": [text(written), final("f1", DECISION)]})
     make_client(model).run("Settle", output=Decision)
-    assert "name: unknown field" in model.requests[1]["messages"][-1]["content"]
+    assert "a call of the tool 'lookup' written as text" in model.requests[1]["messages"][-1]["content"]
 
 
 def test_prose_is_answered_with_a_user_message_asking_for_final_result():
@@ -244,6 +244,50 @@ def test_json_text_that_does_not_fit_is_answered_with_its_problems():
     make_client(model).run("City?", output=CITY)
     last = model.requests[1]["messages"][-1]
     assert last["role"] == "user" and "population: missing" in last["content"] and "final_result" in last["content"]
+
+
+WRITTEN = json.dumps({"name": "final_result", "arguments": DECISION})
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "{" + WRITTEN + "}",  # the outer braces doubled, as Qwen2.5-Coder wrote it on llama-server
+        WRITTEN.replace("{", "{{").replace("}", "}}"),  # every brace doubled, as a template escapes them
+        "<tool_call>\n{" + WRITTEN + "}\n</tool_call>",  # in the template's own tags
+        "<tool_call>\n" + WRITTEN + "\n</tool_call>",
+        "{" + json.dumps(DECISION) + "}",  # the value itself, braces doubled
+        json.dumps({"name": "final_result", "parameters": DECISION}),  # as some templates name the arguments
+        "{" + json.dumps({"function": "final_result", "arguments": DECISION}) + "}",  # and the name
+        # several calls, one a line, as Qwen2.5-Coder wrote them on llama-server
+        '{{"name": "lookup_order", "arguments": {"order": "A-1001"}}}\n{' + WRITTEN + "}\n```",
+    ],
+    ids=["outer-doubled", "all-doubled", "tagged-doubled", "tagged", "value-doubled", "parameters", "function", "one-a-line"],
+)
+def test_a_result_written_as_a_chat_template_writes_it_is_accepted_when_it_fits(reply):
+    result = make_client(ScriptedModel({"m": [text(reply)]})).run("Settle", output=Decision)
+    assert (result.status, result.turns, result.output.category) == ("done", 1, "damaged")
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("I think a refund is fair.", "it is plain text, not the JSON of the result"),
+        ('{"refund": true, "amount": 12.5,', "it is not valid JSON (Expecting property name enclosed in double quotes"),
+        ('{{"refund": true, "amount": 12.5,}}', "it is not valid JSON (Expecting property name enclosed in double quotes: line 1 column 33"),
+        ("{" + json.dumps({"name": "final_result", "arguments": {**DECISION, "category": "lost"}}) + "}", "category: expected one of"),
+        (json.dumps({"name": "final_result", "arguments": {"refund": True}}), "amount: missing"),
+        ("<tool_call>" + json.dumps({"name": "lookup", "arguments": {}}) + "</tool_call>", "a call of the tool 'lookup' written as text"),
+    ],
+    ids=["prose", "broken-json", "doubled-broken-json", "doubled-misfit", "written-misfit", "other-tool"],
+)
+def test_a_refused_text_answer_s_correction_says_why(reply, reason):
+    model = ScriptedModel({"m": [text(reply), final("f1", DECISION)]})
+    result = make_client(model).run("Settle", output=Decision)
+    last = model.requests[1]["messages"][-1]
+    assert last["role"] == "user" and last["content"].startswith("Your answer was not taken as the result: ")
+    assert reason in last["content"] and "Call the final_result tool" in last["content"]
+    assert (result.status, result.turns) == ("done", 2)
 
 
 def test_when_the_turns_run_out_the_run_is_incomplete_without_output():

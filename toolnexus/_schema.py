@@ -38,24 +38,67 @@ _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections
 _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 _ANYTHING = (Any, object, inspect.Parameter.empty)
 
+#: The deepest schema the library builds, checks or sends, in JSON objects and arrays
+#: nested in one another (a nested class takes two: ``properties`` and its own schema).
+#: Deeper types and schemas are a ``ConfigError``: the walks stay far from Python's
+#: recursion limit, and the model gets a schema it can read.
+MAX_SCHEMA_DEPTH = 128
+_TOO_DEEP = (
+    f"nests deeper than {MAX_SCHEMA_DEPTH} levels of JSON objects and arrays (the library's limit, MAX_SCHEMA_DEPTH)"
+)
+
+
+class _TooDeep(ConfigError):
+    """The walk went past ``MAX_SCHEMA_DEPTH``: reported once, for the outermost type."""
+
 
 def schema_for_type(hint: Any) -> dict[str, Any]:
     """The JSON Schema of one annotation.
 
     Raises:
         ConfigError: the annotation has no JSON form (``bytes``, a plain class, a callable...),
-            or is a class that contains itself.
+            is a class that contains itself, or nests deeper than ``MAX_SCHEMA_DEPTH``.
     """
-    return _Builder().schema(hint)
+    try:
+        return _Builder().schema(hint, 1)
+    except _TooDeep:
+        raise ConfigError(f"cannot give a JSON schema to {_name(hint)}: it {_TOO_DEEP}") from None
+
+
+def deeper_than(data: Any, limit: int) -> bool:
+    """Whether JSON data nests more than ``limit`` objects and arrays (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return False
+
+
+def check_depth(schema: Any, where: str) -> None:
+    """Raise ``ConfigError`` for a schema nested deeper than ``MAX_SCHEMA_DEPTH``."""
+    if deeper_than(schema, MAX_SCHEMA_DEPTH):
+        raise ConfigError(f"{where} {_TOO_DEEP}")
 
 
 class _Builder:
-    """One schema walk; ``_inside`` guards against a class that contains itself."""
+    """One schema walk; ``_inside`` guards against a class that contains itself. ``depth``
+    is how deep in the finished schema the one being built sits (counted pessimistically:
+    an ``Optional`` may wrap it in ``anyOf``)."""
 
     def __init__(self) -> None:
         self._inside: list[Any] = []
 
-    def schema(self, hint: Any) -> dict[str, Any]:
+    def schema(self, hint: Any, depth: int) -> dict[str, Any]:
+        if depth > MAX_SCHEMA_DEPTH:
+            raise _TooDeep()
         hint = unwrap(hint)
         if hint in _ANYTHING:
             return {}
@@ -67,16 +110,16 @@ class _Builder:
         if origin is Literal:
             return _enum(list(args))
         if origin in (Union, types.UnionType):
-            return self._union(args)
+            return self._union(args, depth)
         if hint in _SEQUENCES or origin in _SEQUENCES:
-            return self._array(hint if origin is None else origin, args)
+            return self._array(hint if origin is None else origin, args, depth)
         if hint in _MAPPINGS or origin in _MAPPINGS:
-            return self._object_of(hint, args)
+            return self._object_of(hint, args, depth)
         if isinstance(hint, type):
-            return self._class(hint)
+            return self._class(hint, depth)
         raise ConfigError(f"cannot give a JSON schema to {_name(hint)}")
 
-    def _class(self, hint: type) -> dict[str, Any]:
+    def _class(self, hint: type, depth: int) -> dict[str, Any]:
         for module, name, form in _FORMATS:
             if _subclass(hint, module, name):
                 return {"type": "string", "format": form}
@@ -87,34 +130,37 @@ class _Builder:
         if issubclass(hint, enum.Enum):
             return _enum([member.value for member in hint])
         if is_structured(hint):
-            return self._structure(hint)
+            return self._structure(hint, depth)
         raise ConfigError(f"cannot give a JSON schema to {_name(hint)}: use str, int, float, bool, a list, a dict, an attrs class, a dataclass, a TypedDict, or Any")
 
-    def _union(self, args: tuple[Any, ...]) -> dict[str, Any]:
+    def _union(self, args: tuple[Any, ...], depth: int) -> dict[str, Any]:
         rest = [a for a in args if a is not type(None)]
-        inner = self.schema(rest[0]) if len(rest) == 1 else {"anyOf": [self.schema(a) for a in rest]}
+        if len(rest) == 1:
+            inner = self.schema(rest[0], depth + 2)  # ``nullable`` may wrap it in ``anyOf``
+        else:
+            inner = {"anyOf": [self.schema(a, depth + 2) for a in rest]}
         return nullable(inner) if len(rest) < len(args) else inner
 
-    def _array(self, kind: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    def _array(self, kind: Any, args: tuple[Any, ...], depth: int) -> dict[str, Any]:
         if kind is tuple and args and args[-1] is not Ellipsis and args != ((),):
-            items = [self.schema(a) for a in args]
+            items = [self.schema(a, depth + 2) for a in args]
             return {"type": "array", "prefixItems": items, "minItems": len(items), "maxItems": len(items)}
         # ``items`` always: some providers refuse an array schema without it.
-        out: dict[str, Any] = {"type": "array", "items": self.schema(args[0]) if args else {}}
+        out: dict[str, Any] = {"type": "array", "items": self.schema(args[0], depth + 1) if args else {}}
         if kind in (set, frozenset, collections.abc.Set, collections.abc.MutableSet):
             out["uniqueItems"] = True
         return out
 
-    def _object_of(self, hint: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    def _object_of(self, hint: Any, args: tuple[Any, ...], depth: int) -> dict[str, Any]:
         if not args:
             return {"type": "object"}
         key, value = unwrap(args[0]), args[1]
         if key not in (str, *_ANYTHING):
             raise ConfigError(f"cannot give a JSON schema to {_name(hint)}: JSON object keys are strings")
-        inner = self.schema(value)
+        inner = self.schema(value, depth + 1)
         return {"type": "object", "additionalProperties": inner} if inner else {"type": "object"}
 
-    def _structure(self, cls: type) -> dict[str, Any]:
+    def _structure(self, cls: type, depth: int) -> dict[str, Any]:
         if cls in self._inside:
             raise ConfigError(f"cannot give a JSON schema to {_name(cls)}: it contains itself")
         self._inside.append(cls)
@@ -123,7 +169,9 @@ class _Builder:
             required: list[str] = []
             for field in fields_of(cls):
                 try:
-                    properties[field.name] = self.schema(field.hint)
+                    properties[field.name] = self.schema(field.hint, depth + 2)
+                except _TooDeep:
+                    raise
                 except ConfigError as exc:
                     raise ConfigError(f"{_name(cls)}.{field.name}: {exc}") from None
                 if field.default is not NO_DEFAULT:
@@ -305,7 +353,12 @@ def resolved_hints(cls: Any) -> dict[str, Any]:
 def _name(hint: Any) -> str:
     if isinstance(hint, type):
         return hint.__qualname__
-    return repr(hint).replace("typing.", "")
+    try:
+        shown = repr(hint).replace("typing.", "")
+    except RecursionError:  # an annotation nested thousands deep
+        origin = typing.get_origin(hint)
+        return f"{getattr(origin, '__name__', 'a type')}[...]"
+    return shown if len(shown) <= 200 else shown[:197] + "..."
 
 
 def takes_context(fn: Callable[..., Any]) -> bool:

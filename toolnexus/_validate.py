@@ -22,6 +22,7 @@ import json
 import re
 from typing import Any, Callable
 
+from ._schema import MAX_SCHEMA_DEPTH, check_depth
 from .errors import ConfigError
 
 UNSUPPORTED = (
@@ -56,21 +57,24 @@ def check_schema(schema: Any, where: str = "schema") -> None:
     """Raise ``ConfigError`` for a schema that is not an object schema this module can check."""
     if not isinstance(schema, dict):
         raise ConfigError(f"{where} must be a dict (a JSON Schema), not {type(schema).__name__}")
+    check_depth(schema, where)
     try:
         json.dumps(schema, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where} is not JSON data: {exc}") from None
-    _check_node(schema, schema, where, set())
+    seen: dict[int, Any] = {}
+    _check_node(schema, schema, where, seen)
+    _check_loops(list(seen.values()), schema, where)
 
 
-def _check_node(node: Any, root: dict[str, Any], where: str, seen: set[int]) -> None:
+def _check_node(node: Any, root: dict[str, Any], where: str, seen: dict[int, Any]) -> None:
     if isinstance(node, bool):
         return
     if not isinstance(node, dict):
         raise ConfigError(f"{where}: a subschema must be an object or a boolean, not {type(node).__name__}")
     if id(node) in seen:
         return
-    seen.add(id(node))
+    seen[id(node)] = node
     for keyword in UNSUPPORTED:
         if keyword in node:
             raise ConfigError(f"{where}: the keyword {keyword!r} is not supported by the output validator")
@@ -94,6 +98,42 @@ def _check_node(node: Any, root: dict[str, Any], where: str, seen: set[int]) -> 
     for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
         for index, sub in enumerate(node.get(key) or ()):
             _check_node(sub, root, f"{where}.{key}[{index}]", seen)
+
+
+def _same_value(node: Any, root: dict[str, Any]) -> list[Any]:
+    """The subschemas that check the very value ``node`` checks: its ``$ref`` and the
+    members of its ``allOf``/``anyOf``/``oneOf``."""
+    if not isinstance(node, dict):
+        return []
+    found = [_resolve(root, node["$ref"], "schema")] if "$ref" in node else []
+    for key in ("allOf", "anyOf", "oneOf"):
+        found.extend(node.get(key) or ())
+    return found
+
+
+def _check_loops(nodes: list[Any], root: dict[str, Any], where: str) -> None:
+    """Refuse references that lead back to themselves without going into a nested value
+    (``{"$ref": "#"}`` at the top, ``a`` refers to ``b`` refers to ``a``): checking any
+    value would never end. Walked without recursion."""
+    done: set[int] = set()
+    for start in nodes:
+        if id(start) in done:
+            continue
+        path: set[int] = {id(start)}
+        stack: list[tuple[Any, list[Any]]] = [(start, _same_value(start, root))]
+        while stack:
+            node, following = stack[-1]
+            if not following:
+                stack.pop()
+                path.discard(id(node))
+                done.add(id(node))
+                continue
+            nxt = following.pop()
+            if id(nxt) in path:
+                raise ConfigError(f"{where}: a reference leads back to itself without describing a nested value")
+            if id(nxt) not in done and isinstance(nxt, dict):
+                path.add(id(nxt))
+                stack.append((nxt, _same_value(nxt, root)))
 
 
 def _resolve(root: dict[str, Any], ref: Any, where: str) -> Any:
@@ -185,9 +225,10 @@ def _fits_type(name: str, value: Any) -> bool:
 
 
 class _Check:
-    def __init__(self, root: Any, found: list[str]) -> None:
+    def __init__(self, root: Any, found: list[str], depth: int = 0) -> None:
         self.root = root
         self.found = found
+        self.depth = depth  # nested ``node`` calls: a value may nest deeper than a schema allows
 
     def fail(self, path: str, problem: str) -> None:
         self.found.append(f"{path}: {problem}" if path else problem)
@@ -195,6 +236,16 @@ class _Check:
     def node(self, schema: Any, value: Any, path: str) -> None:
         if schema is True or schema == {}:
             return
+        if self.depth >= MAX_SCHEMA_DEPTH:
+            self.fail(path, f"nested deeper than {MAX_SCHEMA_DEPTH} levels (the library's limit)")
+            return
+        self.depth += 1
+        try:
+            self._node(schema, value, path)
+        finally:
+            self.depth -= 1
+
+    def _node(self, schema: Any, value: Any, path: str) -> None:
         if schema is False:
             self.fail(path, "not allowed here")
             return
@@ -284,7 +335,7 @@ class _Check:
         outcomes = []
         for option in options:
             found: list[str] = []
-            _Check(self.root, found).node(option, value, path)
+            _Check(self.root, found, self.depth).node(option, value, path)
             outcomes.append(found)
         fitting = [o for o in outcomes if not o]
         if exactly_one and len(fitting) > 1:

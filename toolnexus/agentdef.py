@@ -91,7 +91,8 @@ class AgentDef:
     #: end with a value of it (typed output).
     output: Any = attrs.field(default=None, kw_only=True, validator=_typed)
     #: Request parameters for this agent's model calls (``temperature``, a ``tool_choice``
-    #: that names one of its tools...), merged over the runtime's.
+    #: that names one of its tools...), merged over the runtime's. A ``tool_choice`` that
+    #: forces a call holds until the turn has called a tool, then is sent as ``auto``.
     request_params: dict[str, Any] | None = attrs.field(default=None, kw_only=True, validator=_params)
 
     def __attrs_post_init__(self) -> None:

@@ -23,7 +23,7 @@ from .engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine,
 from .errors import ToolnexusError
 from .events import EventLog, MemoryEvents, RunEvents
 from .hooks import Hooks, HooksLike
-from .loop import Engine, RunSpec
+from .runspec import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pool import WorkerPool
 from .store import ConversationStore, InMemoryStore, guard_for

@@ -69,6 +69,10 @@ class Usage:
     #: US dollars, at the ``prices=`` of the model; ``None`` when the model has no price.
     #: A sum is ``None`` only when no part of it was priced.
     cost: float | None = None
+    #: Of the model calls summed here, those whose server reported no usage: their tokens
+    #: (and so their cost) are the library's estimate, not the server's count. ``0``: every
+    #: number here was measured by the server.
+    estimated_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -77,6 +81,7 @@ class Usage:
             total_tokens=self.total_tokens + other.total_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             cost=add_cost(self.cost, other.cost),
+            estimated_calls=self.estimated_calls + other.estimated_calls,
         )
 
 
@@ -89,6 +94,7 @@ class Usage:
             total_tokens=self.total_tokens - before.total_tokens,
             cached_tokens=self.cached_tokens - before.cached_tokens,
             cost=cost_since(self.cost, before.cost),
+            estimated_calls=self.estimated_calls - before.estimated_calls,
         )
 
 

@@ -10,7 +10,10 @@ A call that takes its text as it comes (``ModelCall.on_text``) is made in the pr
 streaming mode: the style's ``stream_body`` asks for it, its ``stream_accumulator`` reads
 the events the transport decodes, and the reply is the one the same answer would have
 been unstreamed. ``on_retry`` hears of every retry, so a consumer can drop the text of
-the attempt that failed.
+the attempt that failed. A server whose streamed replies carry no usage (llama-cpp-python
+ignores ``stream_options.include_usage``) is remembered: from then on a call whose usage
+a cap depends on (``ModelCall.needs_usage``) is made plain, so that its usage is measured,
+and its text is handed over in one piece.
 
 A wire style is a module that satisfies ``WireStyle`` (defined in ``toolnexus.styles``,
 and importable from here too); registering it there is all a new style needs, and mypy
@@ -20,8 +23,10 @@ checks it against that protocol.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import attrs
@@ -40,7 +45,13 @@ if TYPE_CHECKING:
     from ._sse import SSEEvent
     from .transport import EventFeed, Transport
 
+log = logging.getLogger("toolnexus")
+
 REFUSED_PARAMS = ("messages", "tools", "stream")
+_STREAMS_LACK_USAGE = (
+    "the model server at %s streams replies without usage (it ignores stream_options.include_usage): their tokens "
+    "are estimated, and calls under a max_tokens or max_cost cap are made plain from now on"
+)
 _CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|api-key)$|key|token|secret", re.IGNORECASE)
 
 
@@ -68,6 +79,15 @@ class ModelCall:
     on_retry: Callable[[int, str], None] | None = None
     #: An agent's own ``request_params``, merged over the client's or runtime's (they win).
     request_params: Mapping[str, Any] | None = None
+    #: A cap (``max_tokens``, ``max_cost``) depends on this call's usage: made plain, not
+    #: streamed, on a server known to stream no usage.
+    needs_usage: bool = False
+    #: The run has called a tool already: a ``tool_choice`` that forces a call is sent as
+    #: ``auto``, so that the model can answer (forced on every step, it never could)...
+    after_tool: bool = False
+    #: ...unless it lets the model call this tool, which ends the run (a typed run's
+    #: ``final_result``).
+    ends_run: str | None = None
 
 
 class ModelEngine(Protocol):
@@ -132,6 +152,8 @@ class HttpEngine:
         self._style = style
         self.transport = transport
         self._params = request_params
+        #: Set once a streamed reply came without usage: this server streams none.
+        self._streams_lack_usage = threading.Event()
 
     def __repr__(self) -> str:
         return f"HttpEngine(url={self.transport.public_url!r})"
@@ -143,10 +165,19 @@ class HttpEngine:
     def complete(self, call: ModelCall) -> ModelReply:
         params = {**(self._params or {}), **call.request_params} if call.request_params else self._params
         body = self._style.build_body(call.model, call.messages, call.tools, call.system, params)
-        if call.on_text is not None:
-            return self._streamed(body, call, call.on_text)
+        if call.after_tool:
+            body = self._style.unforced(body, keep=call.ends_run)
+        if call.on_text is not None and not (call.needs_usage and self._streams_lack_usage.is_set()):
+            reply = self._streamed(body, call, call.on_text)
+            if reply.usage_missing and not self._streams_lack_usage.is_set():
+                self._streams_lack_usage.set()
+                log.warning(_STREAMS_LACK_USAGE, self.transport.public_url)
+            return reply
         data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)
-        return self._parsed(data)
+        reply = self._parsed(data)
+        if call.on_text is not None and reply.text:
+            call.on_text(reply.text)  # a watched call made plain: its text in one piece
+        return reply
 
     def _parsed(self, data: Any) -> ModelReply:
         try:

@@ -354,8 +354,14 @@ class RunEvents:
     def message(self, reply: ModelReply) -> None:
         usage = reply.usage
         calls = [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in reply.tool_calls]
-        data = {"text": reply.text, "tool_calls": calls, "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens, "total_tokens": usage.total_tokens}}
-        self._emit(self.handle, "message", data)
+        counts: dict[str, Any] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        }
+        if usage.estimated_calls:
+            counts["estimated"] = True  # the server reported none: the library's estimate
+        self._emit(self.handle, "message", {"text": reply.text, "tool_calls": calls, "usage": counts})
 
     def calls(self, calls: list[ToolCall]) -> None:
         for call in calls:

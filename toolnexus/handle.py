@@ -31,7 +31,7 @@ from typing import Any, Callable, ContextManager, Protocol
 
 import attrs
 
-from .data import AgentResult, Answer, HandleView, Usage, add_cost
+from .data import AgentResult, Answer, HandleView, Usage
 from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, Interruption, QueuedWake
 from .record import Resume, RunningTurn, Suspension, TaskEntry, Turn, closed_result, interrupted, stamp_path, view_of
 from .wire import to_wire
@@ -520,14 +520,7 @@ class Handle:
         """One model call's usage, own or a descendant's (rolled up): its tokens and, when
         its model has a price, its cost."""
         with self.store.change(self):
-            record = self.record
-            record.tokens += usage.total_tokens
-            record.prompt_tokens += usage.prompt_tokens
-            record.completion_tokens += usage.completion_tokens
-            record.cached_tokens += usage.cached_tokens
-            if usage.cost is not None:
-                record.cost = add_cost(record.cost, usage.cost)
-                record.largest_cost = max(record.largest_cost or 0.0, usage.cost)
+            self.record.charge(usage)
 
     def charge_tool_calls(self, count: int, *, own: bool) -> None:
         with self.store.change(self):

@@ -36,8 +36,9 @@ class Journal(Protocol):
     def record_model(self, step: int, reply: ModelReply) -> None:
         """Commit ``reply`` together with its charge to the ledger."""
 
-    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
-        """Recorded calls among ``call_ids``: the result, or ``None`` when a call started
+    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | str | None]:
+        """Recorded calls among ``call_ids``: the result, ``AGAIN`` when a call ended
+        asking (it runs again, and was announced already), or ``None`` when a call started
         and never finished (in doubt)."""
 
     def tools_started(self, step: int, call_ids: list[str]) -> None:
@@ -45,7 +46,7 @@ class Journal(Protocol):
 
     def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
         """Commit one call's result together with its charge to the ledger (a suspension
-        is not an effect: it is left to be asked again)."""
+        is not an effect: it is marked ``AGAIN``, to be asked again)."""
 
 
 class JournalRows(Protocol):
@@ -57,7 +58,10 @@ class JournalRows(Protocol):
 
     def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None: ...
 
-    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None: ...
+
+#: A tool call's status once it ended asking (a suspension, or a child to be retried): it
+#: is made again when its turn goes on, and its ``tool_call`` event was already sent.
+AGAIN = "again"
 
 
 # --- a turn's documents ----------------------------------------------------------------------
@@ -176,8 +180,8 @@ class TurnJournal:
         if self._deferred is not None:
             self._in_chain(self.write_deferred)
 
-    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | None]:
-        found: dict[str, ToolResult | None] = {}
+    def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | str | None]:
+        found: dict[str, ToolResult | str | None] = {}
         if self._fresh:
             return found
         for call_id in call_ids:
@@ -185,7 +189,10 @@ class TurnJournal:
             if row is None:
                 continue
             status, data = row
-            found[call_id] = ToolResult(output=data["output"], is_error=data["is_error"], metadata=data.get("metadata")) if status == "done" else None
+            if status == "done":
+                found[call_id] = ToolResult(data["output"], is_error=data["is_error"], metadata=data.get("metadata"))
+            else:
+                found[call_id] = AGAIN if status == AGAIN else None
         return found
 
     def tools_started(self, step: int, call_ids: list[str]) -> None:
@@ -197,7 +204,7 @@ class TurnJournal:
     def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
         def record(chain: list[Handle]) -> None:
             if result.pending is not None or retried_later(result):  # not an effect: asked again on replay
-                self._rows.journal_drop(self._handle.id, self._serial, 0, "tool", step, call_id)
+                self._put("tool", step, call_id, AGAIN, None)
             else:
                 self._put("tool", step, call_id, "done", {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)})
             for each in chain:
@@ -279,14 +286,26 @@ def apply_resume(resume: Resume | None, step: int, calls: list[ToolCall], kept: 
     return None
 
 
-def served(journal: Journal, toolkit: Toolkit, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], rerun: str | None = None) -> dict[str, ToolResult]:
+def served(
+    journal: Journal,
+    toolkit: Toolkit,
+    step: int,
+    calls: list[ToolCall],
+    kept: dict[str, ToolResult],
+    rerun: str | None = None,
+) -> tuple[dict[str, ToolResult], set[str]]:
     """Serve recorded results into ``kept``; a call in doubt follows its tool's ``retry``
     option (``rerun`` is run again whatever it says). Returns the calls that ask whether
-    to run again (``retry="ask"``)."""
+    to run again (``retry="ask"``), and the calls to make again that were announced
+    already (they ended asking)."""
     asked: dict[str, ToolResult] = {}
+    announced: set[str] = set()
     for call_id, result in journal.tool_outcomes(step, [call.id for call in calls]).items():
         call = next(c for c in calls if c.id == call_id)
-        if result is not None:
+        if isinstance(result, str):  # AGAIN
+            announced.add(call_id)
+            continue
+        if isinstance(result, ToolResult):
             kept[call_id] = result
             continue
         if call_id == rerun:
@@ -303,7 +322,7 @@ def served(journal: Journal, toolkit: Toolkit, step: int, calls: list[ToolCall],
             )
             asked[call_id] = suspend(question)
         # "safe": left in the to-do list, run again with the same idempotency key
-    return asked
+    return asked, announced
 
 
 def declined(answer: Answer | None, request: Request) -> ToolResult:

@@ -1,9 +1,7 @@
 """The run loop shared by ``Client`` and the agent runtime.
 
-``Engine`` pairs what reaches the model (a ``ModelEngine``: an HTTP endpoint or an
-in-process ``generate``) with the pool that runs tool calls; ``RunSpec`` says how one run behaves (model, system prompt, hooks, limits,
-cancellation). ``start`` and ``resume`` drive a run to one of its three outcomes: ``done``,
-``pending`` or ``incomplete``.
+``start`` and ``resume`` drive a run (an ``Engine`` and a ``RunSpec``, see ``runspec.py``)
+to one of its three outcomes: ``done``, ``pending`` or ``incomplete``.
 """
 
 from __future__ import annotations
@@ -14,87 +12,24 @@ import functools
 import json
 import logging
 import time
-from concurrent.futures import Executor
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable
 
 import attrs
 
-from . import _jobs, budget, pricing, tracing
+from . import _jobs, budget, journal, pricing
 from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
-from .engine import ModelCall, ModelEngine, WireStyle
-from .record import Resume
+from .engine import ModelCall, WireStyle
+from .estimate import estimated
 from .errors import Cancelled, LLMError, UnknownRequest
-from .hooks import Hooks
-from . import journal
-from .journal import IN_DOUBT, RETRY_KIND, Journal, declined as _declined
-from .output import Accepted, OutputType, check_toolkit
-from .events import RunEvents
-from .styles._usage import Once
+from .journal import IN_DOUBT, RETRY_KIND, declined as _declined
+from .output import FINAL_RESULT, Accepted, check_toolkit
+from .runspec import Engine, RunSpec
 from .toolkit import Toolkit
 from .tools import ToolContext, failure
-from ._cancel import CancelScope, TurnGate
+
+__all__ = ["Engine", "RunSpec", "initial_messages", "resume", "start"]
 
 log = logging.getLogger("toolnexus")
-
-Emit = Callable[[dict[str, Any]], None]
-
-@attrs.frozen(kw_only=True)
-class Engine:
-    """What a run needs from its owner: the model's engine and the pool for tool calls."""
-
-    model: ModelEngine
-    executor: Callable[[], Executor | None] = lambda: None
-    #: Tool sources whose calls run on the turn's own thread, in call order, while the
-    #: other calls run on the executor (a runtime with a dispatcher: delegations).
-    here_sources: frozenset[str] = frozenset()
-    #: Warnings this client (or runtime) logs only once.
-    once: Once = attrs.field(factory=Once, eq=False, repr=False)
-
-    @property
-    def style(self) -> WireStyle:
-        return self.model.style
-
-
-
-
-@attrs.frozen(kw_only=True)
-class RunSpec:
-    """How one run behaves. ``guard`` is asked before every model call and returns the name
-    of a limit that is reached (``maxTokens``...) or None; ``on_usage`` and ``on_tool_calls``
-    feed a ledger as the run spends; ``around_tool`` makes the context entered around each
-    tool execution, on the thread that runs it. ``price`` gives every reply its
-    ``Usage.cost``; ``flight`` is entered around each model call the guard let through
-    and yields a money limit reached on the way (``maxCost``) or None: it may wait while
-    other calls in flight could take a money cap too far (``budget.may_fly``)."""
-
-    model: str
-    system: str | None = None
-    max_turns: int = 10
-    hooks: Hooks = Hooks()
-    wait_for: Callable[[Request], Answer] | None = None
-    emit: Emit = lambda event: None
-    guard: Callable[[int], str | None] | None = None
-    scope: CancelScope | None = None
-    gate: TurnGate | None = None
-    handle_id: str | None = None
-    on_usage: Callable[[Usage], None] | None = None
-    on_tool_calls: Callable[[int], None] | None = None
-    #: With a journal, every model reply and tool result is recorded (and charged) there.
-    journal: Journal | None = None
-    #: The idempotency key of a tool call, by call id.
-    call_key: Callable[[str], str] | None = None
-    #: A run replayed from its journal to continue a suspension: the answer its halted call gets.
-    continues: Resume | None = None
-    #: Request parameters of this run's agent, over the engine's own.
-    request_params: dict[str, Any] | None = None
-    around_tool: Callable[[], ContextManager[Any]] | None = None
-    trace: tracing.Tracer = tracing.OFF
-    price: pricing.Price | None = None
-    flight: Callable[[], ContextManager[str | None]] | None = None
-    #: A typed run: it ends when the model gives a value of this type (``final_result``).
-    output: OutputType | None = None
-    #: Where the run announces its steps to streams (``events.RunEvents``), if anywhere.
-    events: RunEvents | None = None
 
 
 @attrs.define
@@ -105,6 +40,8 @@ class _State:
     turns: int = 0
     text: str = ""
     finish_reason: str | None = None
+    #: A model step of this run asked for tool calls (served again from a journal or not).
+    called_tool: bool = False
 
 
 @attrs.frozen
@@ -169,7 +106,8 @@ def resume(
         kept[halted_id] = _declined(answer, pending)
         answers = {}
     state = _State(messages=list(messages[: index + 1]))
-    halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers)
+    announced = frozenset(call.id for call in calls)  # when the step first ran
+    halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers, announced=announced)
     if halted is not None:
         return _result(spec, state, "pending", pending=halted)
     if accepted is not None:
@@ -198,8 +136,6 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         if isinstance(reply, str):
             return _result(spec, state, "incomplete", limit=reply)
         state.finish_reason = reply.finish_reason
-        if reply.usage_missing:
-            engine.once.warn("usage", "model replies carry no usage; their tokens count as 0 (budgets and metrics undercount)")
         if not reply.tool_calls:
             if typed is None or reply.truncated:
                 return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
@@ -224,11 +160,13 @@ def _step(
     *,
     kept: dict[str, ToolResult] | None = None,
     answers: dict[str, Answer] | None = None,
+    announced: frozenset[str] | None = None,
 ) -> tuple[Request | None, Accepted | None]:
     """The tool calls of one model step; a typed run's ``final_result`` calls are answered
     here (never run, recorded or counted as tool calls) and the first that fits wins."""
     finals, accepted = spec.output.from_calls(calls, decode_arguments) if spec.output is not None else ({}, None)
-    halted = _tool_phase(engine, spec, toolkit, state, calls, kept={**(kept or {}), **finals}, answers=answers)
+    kept = {**(kept or {}), **finals}
+    halted = _tool_phase(engine, spec, toolkit, state, calls, kept=kept, answers=answers, announced=announced)
     return halted, accepted
 
 
@@ -319,6 +257,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     gate=spec.gate,
                     while_waiting=while_waiting,
                     request_params=spec.request_params,
+                    needs_usage=spec.needs_usage,
+                    after_tool=state.called_tool,  # a forced tool_choice holds until a tool was called
+                    ends_run=FINAL_RESULT if spec.output is not None else None,
                     **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )
             )
@@ -327,6 +268,9 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
+    if reply.usage_missing:  # counted all the same, and said to be an estimate
+        engine.once.warn("usage", "model replies carry no usage: their tokens are estimated (Usage.estimated_calls)")
+        reply = attrs.evolve(reply, usage=estimated(reply, spec.system, state.messages, tools))
     if spec.price is not None:
         reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
     spec.emit(_llm_event(spec, "ok", started, reply.usage))
@@ -371,23 +315,30 @@ def _tool_phase(
     *,
     kept: dict[str, ToolResult] | None = None,
     answers: dict[str, Answer] | None = None,
+    announced: frozenset[str] | None = None,
 ) -> Request | None:
     """Run every call without a kept result, concurrently (one after another when the
-    engine has no executor: inline mode); append results in call order.
+    engine has no executor: inline mode); append results in call order. A call made
+    again after its turn suspended (``announced``, or so marked in the journal) gets no
+    second ``tool_call`` event.
 
     Returns the request the turn halts on (the first suspension in call order when there
     is no ``wait_for``), after appending only that call's placeholder result.
     """
+    state.called_tool = True
     kept = dict(kept or {})
     answers = dict(answers or {})
     asked: dict[str, ToolResult] = {}
+    told = set(announced or ())  # calls whose tool_call event was sent when their step first ran
     turn = state.turns
     rerun = journal.apply_resume(spec.continues, turn, calls, kept, answers)
     if spec.journal is not None:
-        asked = journal.served(spec.journal, toolkit, turn, [call for call in calls if call.id not in kept], kept, rerun)
+        unkept = [call for call in calls if call.id not in kept]
+        asked, again = journal.served(spec.journal, toolkit, turn, unkept, kept, rerun)
+        told |= again
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
-    if spec.events is not None:
-        spec.events.calls(todo)  # before the journal's commit, which takes them along
+    if spec.events is not None:  # before the journal's commit, which takes them along
+        spec.events.calls([call for call in todo if call.id not in told])  # once per call, resumed or not
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
@@ -432,6 +383,8 @@ def decode_arguments(raw: Any) -> tuple[Any, str | None]:
             raw = json.loads(raw)
         except ValueError as exc:
             return None, f"invalid arguments: not valid JSON ({exc})"
+        except RecursionError:
+            return None, "invalid arguments: nested too deep to read"
     if not isinstance(raw, dict):
         return None, f"invalid arguments: expected a JSON object, got {type(raw).__name__}"
     return raw, None

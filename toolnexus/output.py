@@ -28,11 +28,13 @@ FINAL_RESULT = "final_result"
 
 ACCEPTED = "final result accepted"
 IGNORED = "ignored: a final result was already given in this step"
-ASK_FOR_CALL = (
-    "Give your final answer by calling the final_result tool: its arguments are the result. "
-    "A plain-text answer cannot be read as the result."
+#: The user message after a text answer that is not the result; ``{reason}`` says why.
+CORRECTION = (
+    "Your answer was not taken as the result: {reason}. Call the final_result tool: its arguments are the result."
 )
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.S)
+#: A tool call as chat templates write it (Qwen, Hermes): ``<tool_call>{...}</tool_call>``.
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
 
 
 @attrs.frozen
@@ -102,22 +104,27 @@ class OutputType:
         return results, accepted
 
     def from_text(self, text: str) -> Accepted | str:
-        """A plain-text answer: accepted when it is JSON (or holds a ```json block) that fits,
-        or is a ``final_result`` call written out as JSON (``{"name": "final_result",
-        "arguments": {...}}``, as models do on servers that do not read their tool calls)
-        whose arguments fit; otherwise the user message that asks for a ``final_result`` call."""
-        found = _json_in(text)
-        if found is None:
-            return ASK_FOR_CALL
-        outcome = self.check(found)
-        if isinstance(outcome, Accepted):
-            return outcome
-        written = _written_call(found)
-        if written is not None:
-            outcome = self.check(written)
+        """A plain-text answer: accepted when it is JSON that fits (the whole text, a
+        ```json block, a ``<tool_call>`` block, a line of its own, or any of these with its
+        braces doubled as a chat template writes them: ``{{ ... }}``), or is a
+        ``final_result`` call written out so (``{"name": "final_result", "arguments":
+        {...}}``, as models do when the server does not read their tool calls) whose
+        arguments fit; otherwise the user message that asks for a ``final_result`` call and
+        says why the text was not taken."""
+        found, unparsed = _json_in(text)
+        misfit = other = None  # the first of each: the likeliest reading of the text
+        for value in found:
+            written = _written_call(value)
+            if written is _OTHER_TOOL:
+                named = value.get("name", value.get("function"))
+                other = other or f"it is a call of the tool {named!r} written as text, which nobody ran"
+                continue
+            outcome = self.check(value if written is None else written)
             if isinstance(outcome, Accepted):
                 return outcome
-        return f"Your answer does not fit the result this task needs: {'; '.join(outcome)}. Call the final_result tool with corrected arguments."
+            misfit = misfit or f"it does not fit the result this task needs: {'; '.join(outcome)}"
+        broken = f"it is not valid JSON ({unparsed})" if unparsed is not None else None
+        return CORRECTION.format(reason=misfit or other or broken or "it is plain text, not the JSON of the result")
 
 
 def _never_run(args: dict[str, Any], ctx: Any) -> ToolResult:
@@ -125,28 +132,60 @@ def _never_run(args: dict[str, Any], ctx: Any) -> ToolResult:
     return failure("final_result is answered by the run loop")
 
 
-def _json_in(text: str) -> Any:
-    """The JSON the text is, or the first fenced block that is JSON; ``None`` when neither."""
-    for candidate in (text.strip(), *(m.group(1) for m in _FENCE.finditer(text))):
-        if not candidate.strip():
-            continue
-        try:
-            return parse_json(candidate)
-        except WireError:
-            continue
-    return None
+def _json_in(text: str) -> tuple[list[Any], str | None]:
+    """The JSON values the text holds, most likely first (the whole text, then fenced and
+    ``<tool_call>`` blocks, then each line that opens an object, as a model writes several
+    calls, each also with its template-doubled braces undone), and why the first block
+    that looked like JSON did not parse (its last reading's error)."""
+    found: list[Any] = []
+    unparsed: str | None = None
+    lines = [line for line in text.splitlines() if line.strip().startswith("{")] if "\n" in text.strip() else []
+    blocks = (text, *(m.group(1) for m in _FENCE.finditer(text)), *(m.group(1) for m in _TAGGED.finditer(text)), *lines)
+    for block in dict.fromkeys(block.strip() for block in blocks):
+        error = None
+        for candidate in _undoubled(block):
+            try:
+                found.append(parse_json(candidate))
+                break
+            except WireError as exc:
+                error = str(exc).split(": ", 1)[-1]
+        else:
+            if unparsed is None and block[:1] in ("{", "["):
+                unparsed = error
+    return found, unparsed
+
+
+def _undoubled(block: str) -> list[str]:
+    """``block``, then, when its braces are doubled as a chat template writes a JSON
+    object (``{{"name": ...}}``), the block with one outer pair dropped and with every
+    doubled brace made single."""
+    if not block or not (block.startswith("{{") and block.endswith("}}")):
+        return [block] if block else []
+    return [block, block[1:-1], block.replace("{{", "{").replace("}}", "}")]
+
+
+#: ``_written_call``'s answer for a call of another tool written as JSON text.
+_OTHER_TOOL: Any = object()
 
 
 def _written_call(data: Any) -> Any:
-    """The arguments of a ``final_result`` call written as JSON text, if ``data`` is one."""
-    if not isinstance(data, dict) or set(data) != {"name", "arguments"} or data["name"] != FINAL_RESULT:
+    """The arguments of a ``final_result`` call written as JSON text (the tool's ``name``,
+    or ``function``, and its ``arguments``, or ``parameters``, as templates name them);
+    ``_OTHER_TOOL`` for a call of another tool; ``None`` when ``data`` is not a written call."""
+    if not isinstance(data, dict) or len(data) != 2:
         return None
-    arguments = data["arguments"]
+    name = next((data[key] for key in ("name", "function") if isinstance(data.get(key), str)), None)
+    key = "arguments" if "arguments" in data else "parameters" if "parameters" in data else None
+    if name is None or key is None:
+        return None
+    if name != FINAL_RESULT:
+        return _OTHER_TOOL
+    arguments = data[key]
     if isinstance(arguments, str):
         try:
             arguments = parse_json(arguments)
         except WireError:
-            return None
+            return arguments  # checked as it is: the problem is then named
     return arguments
 
 

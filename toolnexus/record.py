@@ -16,7 +16,7 @@ import attrs
 
 from ._cancel import CancelScope
 from ._jobs import Job
-from .data import NO_USAGE, AgentResult, Answer, Budget, HandleView, Request, Usage
+from .data import NO_USAGE, AgentResult, Answer, Budget, HandleView, Request, Usage, add_cost
 
 IDLE, RUNNING, SUSPENDED, CLOSED = "idle", "running", "suspended", "closed"
 
@@ -184,6 +184,8 @@ class HandleRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    #: Model calls charged here whose tokens were estimated (``Usage.estimated_calls``).
+    estimated_calls: int = 0
     #: The most one model call charged here has cost: how a call in flight is reckoned
     #: against a money cap (``budget.may_fly``).
     largest_cost: float | None = None
@@ -212,7 +214,20 @@ class HandleRecord:
     @property
     def spent(self) -> Usage:
         """The ledger as one ``Usage``: what the handle and its descendants spent."""
-        return Usage(self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens, self.cost)
+        return Usage(
+            self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens, self.cost, self.estimated_calls
+        )
+
+    def charge(self, usage: Usage) -> None:
+        """Add one model call's usage to the ledger (its cost, when it was priced)."""
+        self.tokens += usage.total_tokens
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cached_tokens += usage.cached_tokens
+        self.estimated_calls += usage.estimated_calls
+        if usage.cost is not None:
+            self.cost = add_cost(self.cost, usage.cost)
+            self.largest_cost = max(self.largest_cost or 0.0, usage.cost)
 
     @property
     def queued(self) -> bool:

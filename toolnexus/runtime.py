@@ -33,7 +33,7 @@ from .engine import ConnectionOptions, build_engine
 from .errors import ConfigError, HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError, UnknownHandle
 from .handle import SUSPENDED, Handle, HandleRecord
 from .hooks import HooksLike
-from .loop import Engine
+from .runspec import Engine
 from .pool import WorkerPool
 from .record import InboxItem
 from .scheduler import Scheduler

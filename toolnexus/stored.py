@@ -281,12 +281,6 @@ class StoredTree:
             (self.runtime_id, handle_id, serial, segment, kind, step, call_id, status, json.dumps(payload) if payload is not None else None, time.time()),
         )
 
-    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None:
-        self.store.execute(
-            "DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ? AND kind = ? AND step = ? AND call_id = ?",
-            (self.runtime_id, handle_id, serial, segment, kind, step, call_id),
-        )
-
     # --- requests: the park index and the answer claim -----------------------------------------
 
     def park(self, request: Request, handle_id: str) -> None:

@@ -140,7 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
         status, reply = self.server.owner._answer(body)
         if status == 200 and body.get("stream") is True:
             anthropic = self.path.split("?", 1)[0].rstrip("/").endswith("/messages")
-            chunks = anthropic_events(reply) if anthropic else stream_chunks(reply, usage=bool((body.get("stream_options") or {}).get("include_usage")))
+            asked = bool((body.get("stream_options") or {}).get("include_usage")) and self.server.owner.stream_usage
+            chunks = anthropic_events(reply) if anthropic else stream_chunks(reply, usage=asked)
             self._send_stream(chunks, named=anthropic)
             return
         self._send_json(status, reply)
@@ -262,7 +263,9 @@ class ScriptedLLMServer:
     the event is set or 30 s pass. ``requests_seen`` counts chat-completion requests with a
     valid JSON body; ``last_body`` is the most recent one. A streamed reply writes its text
     pieces ``stream_gap_s`` apart; ``written`` lists ``(time.monotonic(), piece)`` for
-    every text piece written so far.
+    every text piece written so far. With ``stream_usage=False`` a streamed reply carries
+    no usage even when the request asks for it (as llama-cpp-python, which ignores
+    ``stream_options.include_usage``); plain replies keep theirs.
     """
 
     def __init__(
@@ -272,11 +275,13 @@ class ScriptedLLMServer:
         delay_s: float = 0.0,
         stall_until: threading.Event | None = None,
         stream_gap_s: float = 0.0,
+        stream_usage: bool = True,
     ) -> None:
         self._respond = respond if respond is not None else two_turn_responder()
         self.delay_s = delay_s
         self.stall_until = stall_until
         self.stream_gap_s = stream_gap_s
+        self.stream_usage = stream_usage
         self.requests_seen = 0
         self.last_body: dict[str, Any] | None = None
         self.written: list[tuple[float, str]] = []

@@ -104,6 +104,8 @@ class Tool:
     ) -> None:
         if retry not in RETRY_OPTIONS:
             raise ConfigError(f"tool {name!r}: retry must be one of {', '.join(RETRY_OPTIONS)}, not {retry!r}")
+        if input_schema is not None:
+            _schema.check_depth(input_schema, f"tool {name!r}: the input schema")
         self.__attrs_init__(
             name=checked_name(name),
             description=description,

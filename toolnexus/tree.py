@@ -253,12 +253,6 @@ class MemoryTree:
         with self._lock:
             self._journal.setdefault((handle_id, serial), {})[(segment, kind, step, call_id)] = (status, payload)
 
-    def journal_drop(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> None:
-        with self._lock:
-            rows = self._journal.get((handle_id, serial))
-            if rows is not None:
-                rows.pop((segment, kind, step, call_id), None)
-
     @contextlib.contextmanager
     def saving_transcript(self, handle_id: str, messages: list[dict[str, Any]]) -> Iterator[Callable[[], None]]:
         self.conversations.save(handle_id, messages)

@@ -20,7 +20,7 @@ from .errors import Cancelled, ConfigError
 from .events import RunEvents
 from .handle import Handle, Turn
 from .hooks import Hooks
-from .loop import Engine, RunSpec
+from .runspec import Engine, RunSpec
 from .metrics import Metrics, emitter
 from .pricing import Price
 from .spending import Cap, Spending
@@ -162,12 +162,13 @@ class TurnRunner:
 
     def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
         definition: AgentDef = handle.definition
-        capped = handle.record.budget.max_cost is not None
+        budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
+        capped = budget.max_cost is not None
         turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn), defer_final=not capped)
         return RunSpec(
             model=self.model_of(definition),
             system=definition.soul or None,
-            max_turns=budgets.max_turns(handle.record.budget),
+            max_turns=budgets.max_turns(budget),
             hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
             wait_for=definition.wait_for,
             emit=self._emitter(definition),
@@ -182,9 +183,10 @@ class TurnRunner:
             around_tool=self._around_tool,
             trace=self.trace,
             price=self.prices.get(self.model_of(definition)),
-            flight=self._flight(handle, turn) if handle.record.budget.max_cost is not None else None,
+            flight=self._flight(handle, turn) if capped else None,
             output=output_type(definition.output),
             events=RunEvents(handle.id, self._tree_store.emit, self._tree_store.stream_events.log),
+            needs_usage=capped or budget.max_tokens is not None,
         )
 
     def _emitter(self, definition: AgentDef) -> Emit:

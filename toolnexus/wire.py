@@ -278,8 +278,13 @@ def to_json(value: Any) -> str:
 
 def from_json(cls: type[T], text: str | bytes) -> T:
     """Parse JSON text into ``cls``; bad JSON, ``NaN``/``Infinity``, nesting deeper than
-    ``MAX_DEPTH`` or a bad shape raises ``WireError``."""
-    return from_wire(cls, parse_json(text, what=cls.__name__))
+    ``MAX_DEPTH``, text that is not valid Unicode (a lone surrogate, escaped or not, in
+    any string or key) or a bad shape raises ``WireError``."""
+    data = parse_json(text, what=cls.__name__)
+    where = _not_unicode(data)
+    if where is not None:
+        raise WireError(f"invalid JSON for {cls.__name__}: {where} is not valid Unicode (a lone surrogate)")
+    return from_wire(cls, data)
 
 
 def parse_json(text: str | bytes, *, what: str = "value") -> Any:
@@ -289,7 +294,7 @@ def parse_json(text: str | bytes, *, what: str = "value") -> Any:
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"invalid JSON for {what}: {exc}") from None
-    if _too_deep(data):
+    if _schema.deeper_than(data, MAX_DEPTH):
         raise WireError(f"invalid JSON for {what}: nested deeper than {MAX_DEPTH} levels")
     return data
 
@@ -314,21 +319,33 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _too_deep(data: Any) -> bool:
-    """Whether ``data`` nests more than ``MAX_DEPTH`` containers (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
+def _not_unicode(data: Any) -> str | None:
+    """Where ``data`` (parsed JSON) holds a string that cannot be written as UTF-8 (a
+    lone surrogate), as a path such as ``data.note`` or ``id``; ``None`` when it holds none.
+    Walked without recursion."""
+    stack: list[tuple[Any, str]] = [(data, "")]
     while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if not _encodes(value):
+                return path or "the value"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                inner = f"{path}.{key}" if path else key
+                if not _encodes(key):
+                    return f"a key in {path}" if path else "a key"
+                stack.append((item, inner))
         elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _describe(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ def event_object(event: SSEEvent) -> dict[str, Any]:
     """The event's ``data`` as a JSON object."""
     try:
         data = json.loads(event.data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise WireError("stream event is not JSON") from None
     if not isinstance(data, dict):
         raise WireError("stream event is not a JSON object")

@@ -84,6 +84,22 @@ def build_body(
     return body
 
 
+def unforced(body: dict[str, Any], keep: str | None = None) -> dict[str, Any]:
+    """``body`` with a ``tool_choice`` that forces a call (``any``, a named ``tool``)
+    made ``auto``, its other keys kept: the run has called a tool, and may now answer. A
+    choice that lets the model call the tool ``keep`` (``any``, or ``keep`` by name) stays."""
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict):
+        return body
+    kind = choice.get("type")
+    if keep is not None and (kind == "any" or kind == "tool" and choice.get("name") == keep):
+        return body
+    if kind in ("any", "tool"):
+        kept = {key: value for key, value in choice.items() if key not in ("type", "name")}
+        return {**body, "tool_choice": {"type": "auto", **kept}}
+    return body
+
+
 def usage_of(raw: Any) -> Usage:
     """Prompt tokens are all the input the model read: fresh, read from the prompt cache
     (also ``cached_tokens``), and written to it."""
@@ -149,7 +165,7 @@ def _arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return raw
     return {} if raw is None else raw
 
@@ -300,7 +316,7 @@ class MessageEvents:
             joined = "".join(pieces)
             try:
                 self._blocks[index]["input"] = json.loads(joined)
-            except ValueError:
+            except (ValueError, RecursionError):
                 self._blocks[index]["input"] = joined  # kept: the call reports invalid arguments
 
     def reply(self) -> ModelReply:

@@ -83,6 +83,24 @@ def build_body(
     return body
 
 
+def unforced(body: dict[str, Any], keep: str | None = None) -> dict[str, Any]:
+    """``body`` with a ``tool_choice`` that forces a call (``"required"``, a named
+    function) made ``"auto"``: the run has called a tool, and may now answer. A choice
+    that lets the model call the tool ``keep`` (``"required"``, or ``keep`` by name) stays."""
+    choice = body.get("tool_choice")
+    if keep is not None and (choice == "required" or _named(choice) == keep):
+        return body
+    if choice == "required" or isinstance(choice, dict):
+        return {**body, "tool_choice": "auto"}
+    return body
+
+
+def _named(choice: Any) -> Any:
+    """The function a ``tool_choice`` names, if it names one."""
+    function = choice.get("function") if isinstance(choice, dict) else None
+    return function.get("name") if isinstance(function, dict) else None
+
+
 def usage_of(raw: Any) -> Usage:
     """``prompt_tokens_details.cached_tokens`` are part of ``prompt_tokens`` (never more)."""
     if not isinstance(raw, dict):

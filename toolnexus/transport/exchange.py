@@ -375,7 +375,7 @@ class Transport:
         if 200 <= status < 300:
             try:
                 return False, (False, json.loads(content)), None
-            except ValueError:
+            except (ValueError, RecursionError):  # nested too deep to read is not JSON we can use
                 # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
                 return False, None, self._error(f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content))
         return status in RETRYABLE_STATUSES, reply, self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content))
