@@ -21,7 +21,7 @@ def test_an_agents_request_params_go_with_its_own_calls_over_the_runtimes():
         return text_completion(body, "ok")
 
     registry = {
-        "lead": AgentDef("lead", "leads", model="m-lead", team=["helper"], request_params={"tool_choice": {"type": "function", "function": {"name": "task"}}, "temperature": 0.8}),
+        "lead": AgentDef("lead", "leads", model="m-lead", team=["helper"], request_params={"tool_choice": {"type": "function", "function": {"name": "task"}}, "temperature": 0.8}, reset_tool_choice=True),
         "helper": AgentDef("helper", "helps", model="m-helper"),
     }
     with ScriptedLLMServer(responder) as server:
@@ -35,7 +35,24 @@ def test_an_agents_request_params_go_with_its_own_calls_over_the_runtimes():
     assert helper[0]["temperature"] == 0.1 and "tool_choice" not in helper[0]
 
 
-# --- a forced tool_choice holds until the run has called a tool ----------------------------------
+# --- request_params go into every body; reset_tool_choice lets a forced choice go ---------------
+
+
+def test_without_reset_a_forced_tool_choice_is_sent_on_every_step_as_request_params_say():
+    from toolnexus import Client, Tool
+
+    calls = iter([[("c1", "word_count", {})], [("c2", "word_count", {})]])
+    bodies: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        bodies.append(body)
+        made = next(calls, None)
+        return tool_call_completion(body, made) if made else text_completion(body, "six words")
+
+    named = {"type": "function", "function": {"name": "word_count"}}
+    with ScriptedLLMServer(respond) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": named}) as client:
+        result = client.run("How many words?", [Tool("word_count", "count", None, lambda args, ctx: "6")])
+    assert result.status == "done" and [body["tool_choice"] for body in bodies] == [named, named, named]
 
 
 def forced_server(bodies: list[dict[str, Any]]) -> ScriptedLLMServer:
@@ -63,7 +80,7 @@ def test_a_forced_tool_choice_holds_until_a_tool_was_called_then_the_model_may_a
         return len(text.split())
 
     bodies: list[dict[str, Any]] = []
-    with forced_server(bodies) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": choice}) as client:
+    with forced_server(bodies) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": choice}, reset_tool_choice=True) as client:
         result = client.run("How many words?", [word_count])
         again = client.run("And now?", [word_count])  # a new run is forced again
     assert (result.status, result.text, result.turns, result.tool_call_count) == ("done", "six words", 2, 1)
@@ -74,7 +91,7 @@ def test_none_and_auto_are_sent_as_they_are_on_every_step():
     from toolnexus import Client, Tool
 
     bodies: list[dict[str, Any]] = []
-    with forced_server(bodies) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": "none"}) as client:
+    with forced_server(bodies) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": "none"}, reset_tool_choice=True) as client:
         client.run("go", [Tool("word_count", "count", None, lambda args, ctx: "6")])
     assert [body["tool_choice"] for body in bodies] == ["none"]
 
@@ -122,7 +139,7 @@ def test_a_typed_run_keeps_a_forced_tool_choice_that_lets_it_call_final_result(c
         return tool_call_completion(body, [("f1", "final_result", {"verdict": "ok"})])
 
     schema = {"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]}
-    with ScriptedLLMServer(respond) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": choice}) as client:
+    with ScriptedLLMServer(respond) as server, Client(base_url=server.base_url, model="m", request_params={"tool_choice": choice}, reset_tool_choice=True) as client:
         result = client.run("go", [Tool("lookup", "look", None, lambda args, ctx: "found")], output=schema)
     assert result.output == {"verdict": "ok"}
     assert [body["tool_choice"] for body in bodies] == [choice, second]
@@ -142,3 +159,16 @@ def test_openai_forced_tool_choice_is_made_auto_unless_it_allows_the_kept_tool(c
 
     body = openai.build_body("m", [], [{"type": "function", "function": {"name": "final_result"}}], None, {"tool_choice": choice})
     assert openai.unforced(body, keep=keep)["tool_choice"] == after
+
+
+def test_a_team_file_agent_takes_reset_tool_choice_and_refuses_a_non_boolean(tmp_path):
+    from toolnexus.teamfile import TeamFileError, load_team
+
+    base = '[connection]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n\n[agents.counter]\ndoes = "counts"\n'
+    good = tmp_path / "good.toml"
+    good.write_text(base + "reset_tool_choice = true\n")
+    assert load_team(str(good)).registry["counter"].reset_tool_choice is True
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base + 'reset_tool_choice = "yes"\n')
+    with pytest.raises(TeamFileError, match="reset_tool_choice must be true or false"):
+        load_team(str(bad))

@@ -91,9 +91,11 @@ class AgentDef:
     #: end with a value of it (typed output).
     output: Any = attrs.field(default=None, kw_only=True, validator=_typed)
     #: Request parameters for this agent's model calls (``temperature``, a ``tool_choice``
-    #: that names one of its tools...), merged over the runtime's. A ``tool_choice`` that
-    #: forces a call holds until the turn has called a tool, then is sent as ``auto``.
+    #: that names one of its tools...), merged over the runtime's into every request.
     request_params: dict[str, Any] | None = attrs.field(default=None, kw_only=True, validator=_params)
+    #: A ``tool_choice`` that forces a call holds only until the turn has called a tool, then
+    #: is sent as ``auto`` (so the model can answer: forced on every step it never could).
+    reset_tool_choice: bool = attrs.field(default=False, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):

@@ -59,6 +59,11 @@ class Client:
     time, plus jitter. (``timeout_ms``, ``retry_base_ms`` and ``max_retry_after_s`` still
     work for this release, with a ``DeprecationWarning``.)
 
+    ``reset_tool_choice=True``: a ``tool_choice`` in ``request_params`` that forces a call
+    (a named tool, ``"required"``) holds only until the run has called a tool; later steps
+    send ``auto`` so the model can answer. Without it ``request_params`` go into every body
+    as they are.
+
     ``prices`` (``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
     dollars per million tokens; see ``toolnexus.pricing``) gives ``RunResult.usage`` its
     ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for ``model``
@@ -91,6 +96,7 @@ class Client:
         around_tool: Callable[[], ContextManager[Any]] | None = None,
         trace_content: bool = False,
         prices: Mapping[str, Any] | None = None,
+        reset_tool_choice: bool = False,
         **renamed_options: Any,
     ) -> None:
         times = seconds.renamed("Client", renamed_options, {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after})
@@ -114,6 +120,7 @@ class Client:
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
             price=price,
+            reset_tool_choice=reset_tool_choice,
         )
         self._store: ConversationStore = store if store is not None else InMemoryStore()
         self._guard = guard_for(self._store)

@@ -258,7 +258,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
                     while_waiting=while_waiting,
                     request_params=spec.request_params,
                     needs_usage=spec.needs_usage,
-                    after_tool=state.called_tool,  # a forced tool_choice holds until a tool was called
+                    after_tool=spec.reset_tool_choice and state.called_tool,  # forced until a tool was called
                     ends_run=FINAL_RESULT if spec.output is not None else None,
                     **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
                 )

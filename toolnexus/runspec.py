@@ -74,6 +74,9 @@ class RunSpec:
     continues: Resume | None = None
     #: Request parameters of this run's agent, over the engine's own.
     request_params: dict[str, Any] | None = None
+    #: A forcing ``tool_choice`` is sent as ``auto`` once the run has called a tool
+    #: (``Client(reset_tool_choice=True)``, ``AgentDef(reset_tool_choice=True)``).
+    reset_tool_choice: bool = False
     around_tool: Callable[[], ContextManager[Any]] | None = None
     trace: tracing.Tracer = tracing.OFF
     price: pricing.Price | None = None

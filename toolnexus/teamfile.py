@@ -56,7 +56,7 @@ class Team:
 
 _TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout", "retries", "request_params")
-_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output", "request_params")
+_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output", "request_params", "reset_tool_choice")
 _STDIO_KEYS = ("command", "env", "cwd", "timeout", "max_message_bytes")
 _HTTP_KEYS = ("url", "headers", "timeout", "max_message_bytes")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
@@ -228,6 +228,12 @@ def _check_request_params(params: Any, fail: Callable[[str], TeamFileError]) -> 
         raise fail(f"{exc} (nan and inf are not JSON; dates and times are not either)") from None
 
 
+def _flag(value: Any, where: str, fail: Callable[[str], TeamFileError]) -> bool:
+    if not isinstance(value, bool):
+        raise fail(f"{where}: reset_tool_choice must be true or false")
+    return value
+
+
 def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError], deprecated: tuple[str, ...] = ()) -> None:
     unknown = sorted(set(table) - set(known) - set(deprecated))
     if unknown:
@@ -279,6 +285,7 @@ def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileEr
             does,
             soul=spec.get("soul", ""),
             request_params=spec.get("request_params"),
+            reset_tool_choice=_flag(spec.get("reset_tool_choice", False), where, fail),
             model=spec.get("model", "inherit"),
             team=tuple(team),
             budget=budget,

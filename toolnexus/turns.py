@@ -179,6 +179,7 @@ class TurnRunner:
             journal=turn.journal,
             call_key=call_key(self._nonce, handle.id, turn.serial),
             request_params=definition.request_params,
+            reset_tool_choice=definition.reset_tool_choice,
             continues=turn.resume,
             around_tool=self._around_tool,
             trace=self.trace,
