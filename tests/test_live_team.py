@@ -9,9 +9,9 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,7 +26,17 @@ pytest.importorskip("gunicorn")
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "live_team"
 #: The flags Chromium needs here: headless, no sandbox (root), and none of the background
 #: connections a closed network refuses.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1200,1000")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1200,1000",
+)
 
 
 def gunicorn(directory: Path, *flags: str, delay_s: float = 0.0) -> Iterator[tuple[str, str]]:
@@ -74,7 +84,9 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 def text_of(driver: Any, handle_suffix: str) -> str:
     found = driver.execute_script(
-        "const s = [...document.querySelectorAll('section.handle')].find(e => /" + handle_suffix + "$/.test(e.dataset.handle));"
+        "const s = [...document.querySelectorAll('section.handle')].find(e => /"
+        + handle_suffix
+        + "$/.test(e.dataset.handle));"
         " return s ? s.querySelector('.text').textContent : '';"
     )
     return str(found or "")
@@ -91,15 +103,25 @@ def until(check: Any, timeout: float, what: str) -> Any:
         time.sleep(0.05)  # the page changes in another process: look again
 
 
-def test_the_page_shows_two_teammates_text_growing_then_an_approval_then_the_answer(threaded: tuple[str, str], browser: Any, tmp_path: Path) -> None:
+def test_the_page_shows_two_teammates_text_growing_then_an_approval_then_the_answer(
+    threaded: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
     address, _ = threaded
     browser.get(f"http://{address}/")
     browser.find_element("id", "go").click()
-    grown = until(lambda: (text_of(browser, r"researcher\.\d+"), text_of(browser, r"writer\.\d+")) if all((text_of(browser, r"researcher\.\d+"), text_of(browser, r"writer\.\d+"))) else None, 20, "both teammates' text")
+    grown = until(
+        lambda: (text_of(browser, r"researcher\.\d+"), text_of(browser, r"writer\.\d+"))
+        if all((text_of(browser, r"researcher\.\d+"), text_of(browser, r"writer\.\d+")))
+        else None,
+        20,
+        "both teammates' text",
+    )
     assert browser.find_element("id", "final").text == ""  # the run has not ended yet
     until(lambda: browser.find_element("id", "ask").is_displayed(), 20, "the approval")
     assert "Publish the note" in browser.find_element("id", "question").text
-    assert text_of(browser, r"researcher\.\d+").startswith("Fact one") and text_of(browser, r"writer\.\d+").startswith("toolnexus now streams")
+    assert text_of(browser, r"researcher\.\d+").startswith("Fact one") and text_of(browser, r"writer\.\d+").startswith(
+        "toolnexus now streams"
+    )
     assert len(text_of(browser, r"writer\.\d+")) >= len(grown[1])
     browser.save_screenshot(str(tmp_path / "live_team.png"))
     browser.find_element("id", "approve").click()
@@ -122,13 +144,17 @@ class Visitor:
             self.cookie = headers["Set-Cookie"].split(";", 1)[0]
             assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
 
-    def connect(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def connect(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         sent = {**({"Cookie": self.cookie} if self.cookie else {}), **(headers or {})}
         conn.request(method, path, body, sent)
         return conn, conn.getresponse()
 
-    def request(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         data = json.dumps(body).encode() if body is not None else None
         kind = {"Content-Type": "application/json"} if body is not None else {}
         conn, response = self.connect(method, path, data, {**kind, **(headers or {})})
@@ -145,7 +171,9 @@ class Visitor:
         status, _, data = self.request("GET", path)
         return status, json.loads(data)
 
-    def sse(self, path: str, last_event_id: str | None = None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def sse(
+        self, path: str, last_event_id: str | None = None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         conn, response = self.connect("GET", path, headers={"Last-Event-ID": last_event_id} if last_event_id else {})
         assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream", response.status
         return conn, response
@@ -155,10 +183,16 @@ class Visitor:
         status, events, _ = self.stream_with_headers(path, last_event_id)
         return status, events
 
-    def stream_with_headers(self, path: str, last_event_id: str | None = None) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
+    def stream_with_headers(
+        self, path: str, last_event_id: str | None = None
+    ) -> tuple[int, list[dict[str, Any]], dict[str, str]]:
         conn, response = self.connect("GET", path, headers={"Last-Event-ID": last_event_id} if last_event_id else {})
         try:
-            return response.status, list(frames(response)) if response.status == 200 else [], dict(response.getheaders())
+            return (
+                response.status,
+                list(frames(response)) if response.status == 200 else [],
+                dict(response.getheaders()),
+            )
         finally:
             conn.close()
 
@@ -190,7 +224,9 @@ def frames(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
             yield json.loads(fields["data"])
 
 
-def test_an_event_stream_reconnecting_on_the_other_worker_gets_every_durable_event_once(sync_workers: tuple[str, str]) -> None:
+def test_an_event_stream_reconnecting_on_the_other_worker_gets_every_durable_event_once(
+    sync_workers: tuple[str, str],
+) -> None:
     address, state = sync_workers
     visitor = Visitor(address)
     run = visitor.start()
@@ -232,13 +268,31 @@ def test_an_event_stream_reconnecting_on_the_other_worker_gets_every_durable_eve
     assert os.path.exists(state)
 
 
+def in_thread(call: Any) -> Any:
+    """``call`` on a daemon thread; the returned function waits for its value, or fails the
+    test after ``timeout`` seconds (a stream that never ends must not hang the suite)."""
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(value=call()), daemon=True)
+    thread.start()
+
+    def outcome(timeout: float) -> Any:
+        thread.join(timeout)
+        if "value" not in box:
+            pytest.fail(f"a stream did not end within {timeout}s")
+        return box["value"]
+
+    return outcome
+
+
 def timed(call: Any) -> tuple[float, Any]:
     began = time.monotonic()
     value = call()
     return time.monotonic() - began, value
 
 
-def test_ten_waiting_tabs_and_eight_hostile_streams_leave_the_page_and_the_approval_answering_within_a_second(threaded: tuple[str, str]) -> None:
+def test_ten_waiting_tabs_and_eight_hostile_streams_leave_the_page_and_the_approval_answering_within_a_second(
+    threaded: tuple[str, str],
+) -> None:
     address, _ = threaded
     visitor, stranger, anonymous = Visitor(address), Visitor(address), Visitor(address, cookie=False)
     runs = [visitor.start() for _ in range(10)]
@@ -253,11 +307,13 @@ def test_ten_waiting_tabs_and_eight_hostile_streams_leave_the_page_and_the_appro
     hostile = [(anonymous, f"/runs/{runs[n]}/events", None) for n in range(3)]
     hostile += [(stranger, f"/runs/{runs[n]}/events", last[runs[n]]) for n in range(3)]
     hostile += [(visitor, f"/runs/{runs[n]}/events", "900000000") for n in range(2)]  # past the end
-    with ThreadPoolExecutor(max_workers=len(tabs) + len(hostile)) as pool:
-        streams = [pool.submit(who.stream_with_headers, path, after) for who, path, after in tabs + hostile]
-        page_s, page = timed(lambda: anonymous.request("GET", "/"))
-        click_s, click = timed(lambda: visitor.post(f"/runs/{runs[0]}/answer", {"id": requests[runs[0]]["id"], "ok": True}))
-        ended = [future.result(timeout=20) for future in streams]  # every stream ends by itself
+    streams = [
+        in_thread(lambda who=who, path=path, after=after: who.stream_with_headers(path, after))
+        for who, path, after in tabs + hostile
+    ]
+    page_s, page = timed(lambda: anonymous.request("GET", "/"))
+    click_s, click = timed(lambda: visitor.post(f"/runs/{runs[0]}/answer", {"id": requests[runs[0]]["id"], "ok": True}))
+    ended = [outcome(20) for outcome in streams]  # every stream ends by itself
     assert page[0] == 200 and page_s < 1.0, page_s
     assert click[0] == 202 and click_s < 1.0, (click, click_s)
     assert [status for status, _, _ in ended[len(tabs) : len(tabs) + 6]] == [401] * 3 + [404] * 3
@@ -280,7 +336,9 @@ def test_ten_waiting_tabs_and_eight_hostile_streams_leave_the_page_and_the_appro
         assert visitor.get(f"/runs/{run}")[1]["status"] == "pending"  # the strangers changed nothing
 
 
-def test_over_the_stream_cap_a_stream_is_refused_503_with_retry_after_and_a_slot_comes_back(threaded: tuple[str, str]) -> None:
+def test_over_the_stream_cap_a_stream_is_refused_503_with_retry_after_and_a_slot_comes_back(
+    threaded: tuple[str, str],
+) -> None:
     address, _ = threaded
     visitor = Visitor(address)
     runs = [visitor.start() for _ in range(6)]  # each runs a second or so before it asks
@@ -309,6 +367,9 @@ def test_a_last_event_id_that_is_no_id_is_400_before_any_frame(threaded: tuple[s
     run = visitor.start()
     for after in ["9" * 5000, str(2**63), "-1", "12; DROP", "1.99999999999999999999"]:
         status, headers, body = visitor.request("GET", f"/runs/{run}/events", headers={"Last-Event-ID": after})
-        assert status == 400 and headers["Content-Type"] == "application/json" and b"not an event id" in body, (after[:30], status)
+        assert status == 400 and headers["Content-Type"] == "application/json" and b"not an event id" in body, (
+            after[:30],
+            status,
+        )
         status, _, _ = visitor.request("GET", f"/runs/{run}/events?after={urllib.parse.quote(after[:1000])}")
         assert status == 400

@@ -96,6 +96,12 @@ def test_a_running_runs_stream_keeps_alive_until_its_result(cleanup: Any) -> Non
     assert seen[-1]["event"] == "result" and seen[-1]["data"]["status"] == "done"
 
 
+def test_a_cursor_past_the_trees_end_on_a_running_run_ends_once_the_run_rests(cleanup: Any) -> None:
+    rt, handle, gate = team.running_slow(cleanup, HANG)
+    threading.Timer(0.3, gate.set).start()
+    assert [frame for frame in frames(rt, handle.id, "900000000") if "keep-alive" not in frame] == []
+
+
 def test_runtime_stream_still_waits_for_the_next_turn(rt: Runtime) -> None:
     handle = rt.spawn(rt.root, "worker")
     stream = rt.stream(handle)
@@ -113,6 +119,20 @@ def test_a_run_that_rests_in_another_process_ends_the_stream_here(cleanup: Any, 
     seen = frames(watching, handle.id)
     assert seen[-1]["event"] == "result" and seen[-1]["data"]["status"] == "pending"
     assert frames(watching, handle.id, seen[-1]["id"]) == []
+
+
+def test_a_finished_run_replays_the_turn_another_process_ran_last(cleanup: Any, tmp_path: Any) -> None:
+    state = str(tmp_path / "shared.db")
+    asking = cleanup.runtime(team.registry(), generate=team.model(), state=state, runtime_id="t")
+    watching = cleanup.runtime(team.registry(), generate=team.model(), state=state, runtime_id="t")
+    handle = asking.spawn(asking.root, "boss")
+    asking.wake(handle, "go")
+    assert asking.wait(handle, HANG).status == "pending"
+    assert frames(watching, handle.id)[-1]["data"]["status"] == "pending"  # this process has seen that turn
+    asking.resume(make_answer(asking.inspect(handle).pending.id, True))
+    assert asking.wait(handle, HANG).status == "done"
+    replay = frames(watching, handle.id)  # the turn the other process ran, not the one seen here
+    assert replay[0]["event"] == "state" and replay[-1]["data"]["status"] == "done"
 
 
 @pytest.mark.parametrize("bad", ["9" * 5000, str(2**63), "9" * 19, "-1", "1.x", "12; DROP", "1." + "9" * 19, "", "."])

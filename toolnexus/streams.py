@@ -34,6 +34,8 @@ from .waiting import Waiter, runnable
 LIMIT = 256
 #: A cursor ``(serial, _AFTER_TEXT)`` skips every text piece that came after ``serial``.
 _AFTER_TEXT = 1 << 62
+#: How often a stream that ends at rest (``rests=True``) checks again while nothing comes.
+RECHECK_S = 1.0
 
 
 #: The most digits a part of an event id has: every serial a store holds is below 2**63.
@@ -97,6 +99,7 @@ class Watch:
         self._until = until
         self._any_result = any_result
         self._rests = rests
+        self._next_check = 0.0  # the first dry moment checks at once
         self._version = -1
         self._foreign = -1  # the first fill reads the store: ``after`` may be from another process
         self._queue: collections.deque[Event] = collections.deque()
@@ -123,17 +126,22 @@ class Watch:
         return self._queue.popleft() if self._queue else None
 
     def wait(self, timeout: float | None) -> None:
+        if self._rests is not None:  # wake for the next check of whether the handle rests
+            until_check = max(0.0, self._next_check - time.monotonic())
+            timeout = until_check if timeout is None else min(timeout, until_check)
         self.events.wait(self._version, timeout, here=self.here)
 
     def end_if_resting(self) -> bool:
-        """Once, when the queue first runs dry: if the handle rests, read everything after
-        the cursor (from the state too, whatever this process has heard of) and end when
-        nothing is left. The state is read first: every event committed up to the change
-        that made it rest is then in the read. Returns whether there is more to yield now."""
-        rests, self._rests = self._rests, None
-        if rests is None or self.ended:
+        """When the queue runs dry (at once, then at most every ``RECHECK_S``): if the handle
+        rests, read everything after the cursor (from the state too, whatever this process
+        has heard of) and end when nothing is left. The state is read first: every event
+        committed up to the change that made it rest is then in the read. Its result usually
+        ends the watch first; the checks end it also when no result can (a cursor past the
+        tree's last event). Returns whether there is more to yield now."""
+        if self._rests is None or self.ended or time.monotonic() < self._next_check:
             return False
-        resting, result = rests()
+        self._next_check = time.monotonic() + RECHECK_S
+        resting, result = self._rests()
         if not resting:
             return False  # its result (or its closing) is still to come, and ends the watch
         while not self._queue and not self.ended:
