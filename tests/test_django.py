@@ -266,7 +266,9 @@ def test_an_answer_with_a_bad_id_or_a_deep_body_is_a_client_error_not_a_500(data
     server = servers(database, workers=1)
     lone = server.post("/answers/", {"id": "req_\ud800", "ok": True})
     assert lone.status_code in (400, 404), lone.text
-    deep = server.session.post(server.base + "/answers/", data="[" * 5000 + "]" * 5000, headers={"Content-Type": "application/json"}, timeout=30)
+    deep_body = "[" * 5000 + "]" * 5000
+    json_type = {"Content-Type": "application/json"}
+    deep = server.session.post(server.base + "/answers/", data=deep_body, headers=json_type, timeout=30)
     assert deep.status_code == 400, deep.text
 
 

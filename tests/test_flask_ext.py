@@ -74,7 +74,8 @@ def test_start_with_wait_answers_with_the_first_result(client: Any) -> None:
     response = client.post("/runs?wait=5", json={"prompt": "go", "agent": "worker"})
     assert response.status_code == 200
     body = response.get_json()
-    assert body["status"] == "done" and body["result"]["text"] == "did go" and body["result"]["handle_id"] == "root/worker.1"
+    assert body["status"] == "done" and body["result"]["text"] == "did go"
+    assert body["result"]["handle_id"] == "root/worker.1"
 
 
 def test_read_answers_202_while_the_run_runs(tmp_path: Any) -> None:
@@ -110,7 +111,8 @@ def test_exactly_one_of_many_concurrent_answers_wins(client: Any, app: Any) -> N
     lock = threading.Lock()
 
     def answer() -> None:
-        status = as_user(app.test_client()).post(f"/runs/{run}/answer", json={"id": request["id"], "ok": True}).status_code
+        answered = as_user(app.test_client()).post(f"/runs/{run}/answer", json={"id": request["id"], "ok": True})
+        status = answered.status_code
         with lock:
             codes.append(status)
 

@@ -65,8 +65,12 @@ def test_without_an_authorization_hook_the_routes_refuse_to_register_unless_publ
     with pytest.raises(ConfigError, match="authorize="):
         Toolnexus(flask.Flask("closed"), registry=team.registry(), generate=team.model())
     with pytest.raises(ConfigError, match="not both"):
-        Toolnexus(flask.Flask("both"), registry=team.registry(), generate=team.model(), authorize=by_header, public=True)
-    Toolnexus(flask.Flask("no-routes"), registry=team.registry(), generate=team.model(), url_prefix=None)  # nothing served
+        Toolnexus(
+            flask.Flask("both"), registry=team.registry(), generate=team.model(), authorize=by_header, public=True
+        )
+    Toolnexus(
+        flask.Flask("no-routes"), registry=team.registry(), generate=team.model(), url_prefix=None
+    )  # nothing served
     app, ext = make_app(tmp_path, authorize=None, public=True)
     try:
         assert user(app, None).post("/runs?wait=5", json={"prompt": "go"}).status_code == 200  # open, as asked
@@ -164,7 +168,10 @@ def test_every_worker_process_agrees_who_a_run_belongs_to(tmp_path: Any) -> None
     try:
         run, request = pending_run(user(first_app, "alice"))
         assert user(second_app, "mallory").get(f"/runs/{run}").status_code == 404
-        assert user(second_app, "alice").post(f"/runs/{run}/answer", json={"id": request["id"], "ok": True}).status_code == 202
+        assert (
+            user(second_app, "alice").post(f"/runs/{run}/answer", json={"id": request["id"], "ok": True}).status_code
+            == 202
+        )
         assert user(first_app, "alice").get(f"/runs/{run}?wait=5").get_json()["status"] == "done"
     finally:
         for app, ext in ((first_app, first), (second_app, second)):
@@ -189,7 +196,15 @@ def test_pruning_a_run_takes_its_binding_with_it(app: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonp", "json"]
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonp",
+        "json",
+    ],
 )
 def test_a_body_that_is_not_json_is_415_and_starts_or_answers_nothing(app: Any, content_type: str | None) -> None:
     client = user(app, "alice")
@@ -204,7 +219,9 @@ def test_a_body_that_is_not_json_is_415_and_starts_or_answers_nothing(app: Any, 
 
 
 def test_json_with_a_charset_is_json(app: Any) -> None:
-    response = user(app, "alice").post("/runs", data=b'{"prompt": "go"}', headers={"Content-Type": "Application/JSON; charset=utf-8"})
+    response = user(app, "alice").post(
+        "/runs", data=b'{"prompt": "go"}', headers={"Content-Type": "Application/JSON; charset=utf-8"}
+    )
     assert response.status_code == 202
 
 
@@ -223,7 +240,9 @@ def test_a_body_over_the_limit_is_413_and_starts_nothing(tmp_path: Any) -> None:
 # --- streams ----------------------------------------------------------------------------------------
 
 
-def test_over_max_streams_one_more_is_503_with_retry_after_and_a_closed_stream_gives_its_slot_back(tmp_path: Any) -> None:
+def test_over_max_streams_one_more_is_503_with_retry_after_and_a_closed_stream_gives_its_slot_back(
+    tmp_path: Any,
+) -> None:
     gate = threading.Event()
     app, ext = make_app(tmp_path, gate=lambda: gate.wait(HANG), max_streams=2)
     app.config["TOOLNEXUS_ENTRY"] = "slow"
@@ -254,14 +273,19 @@ def test_max_streams_comes_from_the_config_too(tmp_path: Any) -> None:
     ext = Toolnexus(app, registry=team.registry(), generate=team.model(), authorize=by_header)
     assert ext.slots(app).limit == 5
     with pytest.raises(ConfigError, match="max_streams"):
-        Toolnexus(flask.Flask("bad"), registry=team.registry(), generate=team.model(), authorize=by_header, max_streams=0)
+        Toolnexus(
+            flask.Flask("bad"), registry=team.registry(), generate=team.model(), authorize=by_header, max_streams=0
+        )
 
 
 @pytest.mark.parametrize("bad", ["9" * 5000, str(2**63), "9" * 19, "-1", "1.5x"])
 def test_a_last_event_id_no_store_can_hold_is_400_never_500_nor_a_cut_stream(app: Any, bad: str) -> None:
     client = user(app, "alice")
     run, _ = pending_run(client)
-    for response in (client.get(f"/runs/{run}/events", headers={"Last-Event-ID": bad}), client.get(f"/runs/{run}/events?after={bad}")):
+    for response in (
+        client.get(f"/runs/{run}/events", headers={"Last-Event-ID": bad}),
+        client.get(f"/runs/{run}/events?after={bad}"),
+    ):
         assert response.status_code == 400 and "not an event id" in response.get_json()["error"]
 
 

@@ -110,7 +110,10 @@ def bindings(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 def test_new_ids_are_128_random_url_safe_bits() -> None:
     ids = {new_id() for _ in range(1000)}
     assert len(ids) == 1000
-    assert all(len(each) == 22 and set(each) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") for each in ids)
+    assert all(
+        len(each) == 22 and set(each) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        for each in ids
+    )
 
 
 def test_a_binding_is_found_by_its_principal_only(bindings: Any) -> None:
@@ -225,13 +228,17 @@ def reader(data: bytes) -> Any:
     return read, stream
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8", "APPLICATION/JSON;charset=UTF-8"])
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/json; charset=utf-8", "APPLICATION/JSON;charset=UTF-8"]
+)
 def test_json_with_or_without_parameters_is_taken(content_type: str) -> None:
     read, _ = reader(b'{"a": 1}')
     assert json_body(content_type, 8, read) == {"a": 1}
 
 
-@pytest.mark.parametrize("content_type", [None, "", "text/plain", "application/x-www-form-urlencoded", "application/json-seq", "text/json"])
+@pytest.mark.parametrize(
+    "content_type", [None, "", "text/plain", "application/x-www-form-urlencoded", "application/json-seq", "text/json"]
+)
 def test_anything_else_is_415_before_a_byte_is_read(content_type: str | None) -> None:
     read, stream = reader(b'{"a": 1}')
     with pytest.raises(Refused) as raised:
@@ -318,7 +325,13 @@ def test_a_bad_max_streams_is_a_config_error() -> None:
 
 
 def environ(body: bytes = b"", **more: Any) -> dict[str, Any]:
-    return {"REQUEST_METHOD": "POST", "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)), "CONTENT_TYPE": "application/json", **more}
+    return {
+        "REQUEST_METHOD": "POST",
+        "wsgi.input": io.BytesIO(body),
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
+        **more,
+    }
 
 
 def test_a_wsgi_app_built_on_the_helpers_refuses_before_it_reads_or_runs() -> None:

@@ -33,7 +33,9 @@ def view(request: Any) -> Any:
 
 def call(**options: Any) -> tuple[int, dict[str, Any]]:
     body = options.pop("data", b'{"a": 1}')
-    request = RequestFactory().post("/", data=body, content_type=options.pop("content_type", "application/json"), **options)
+    request = RequestFactory().post(
+        "/", data=body, content_type=options.pop("content_type", "application/json"), **options
+    )
     response = view(request)
     return response.status_code, json.loads(response.content)
 

@@ -82,7 +82,12 @@ def visitor() -> str | None:
 
 
 def create_app(
-    *, base_url: str | None = None, model: str = "default", state: str | None = None, secret_key: str | None = None, **runtime_options: Any
+    *,
+    base_url: str | None = None,
+    model: str = "default",
+    state: str | None = None,
+    secret_key: str | None = None,
+    **runtime_options: Any,
 ) -> Flask:
     """The page and the runs API (``/runs``) on a model endpoint; ``state`` keeps the runs
     in a SQLite file (or a ``postgresql://`` URL) that every worker process shares;
@@ -113,7 +118,7 @@ def shared_key(state: str | None) -> str:
     without one (a single process then)."""
     if state is None or state.startswith(("postgresql://", "postgres://")):
         if state is not None:
-            raise ValueError("give secret_key= (or FLASK_SECRET_KEY) so that every worker signs the visitors' cookies alike")
+            raise ValueError("give secret_key= (or FLASK_SECRET_KEY): every worker signs the cookies alike")
         return secrets.token_hex(32)
     path = Path(f"{state}.key")
     if not path.exists():

@@ -121,7 +121,8 @@ def answer(request: HttpRequest) -> JsonResponse:
     except (WireError, UnicodeEncodeError) as exc:
         return _response({"error": str(exc)}, status=400)
     with transaction.atomic():
-        complaint = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting", owner=request.user).first()
+        waiting = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting")
+        complaint = waiting.filter(owner=request.user).first()  # another user's is "no complaint", as a missing one
         if complaint is None:
             return _response({"error": f"no complaint waits on request {given.id!r}"}, status=404)
         try:
