@@ -109,29 +109,30 @@ def test_runtime_stream_still_waits_for_the_next_turn(rt: Runtime) -> None:
     assert run_in_thread(lambda: [e.kind for e in stream], HANG)[-1] == "result"
 
 
-def test_a_run_that_rests_in_another_process_ends_the_stream_here(cleanup: Any, tmp_path: Any) -> None:
+def pending_elsewhere(cleanup: Any, tmp_path: Any) -> tuple[Runtime, Runtime, str]:
+    """Two runtimes on one state, as two worker processes; the first one's run waits on a person."""
     state = str(tmp_path / "shared.db")
     asking = cleanup.runtime(team.registry(), generate=team.model(), state=state, runtime_id="t")
     watching = cleanup.runtime(team.registry(), generate=team.model(), state=state, runtime_id="t")
     handle = asking.spawn(asking.root, "boss")
     asking.wake(handle, "go")
     assert asking.wait(handle, HANG).status == "pending"
-    seen = frames(watching, handle.id)
+    return asking, watching, handle.id
+
+
+def test_a_run_that_rests_in_another_process_ends_the_stream_here(cleanup: Any, tmp_path: Any) -> None:
+    _, watching, handle = pending_elsewhere(cleanup, tmp_path)
+    seen = frames(watching, handle)
     assert seen[-1]["event"] == "result" and seen[-1]["data"]["status"] == "pending"
-    assert frames(watching, handle.id, seen[-1]["id"]) == []
+    assert frames(watching, handle, seen[-1]["id"]) == []
 
 
 def test_a_finished_run_replays_the_turn_another_process_ran_last(cleanup: Any, tmp_path: Any) -> None:
-    state = str(tmp_path / "shared.db")
-    asking = cleanup.runtime(team.registry(), generate=team.model(), state=state, runtime_id="t")
-    watching = cleanup.runtime(team.registry(), generate=team.model(), state=state, runtime_id="t")
-    handle = asking.spawn(asking.root, "boss")
-    asking.wake(handle, "go")
-    assert asking.wait(handle, HANG).status == "pending"
-    assert frames(watching, handle.id)[-1]["data"]["status"] == "pending"  # this process has seen that turn
+    asking, watching, handle = pending_elsewhere(cleanup, tmp_path)
+    assert frames(watching, handle)[-1]["data"]["status"] == "pending"  # this process has seen that turn
     asking.resume(make_answer(asking.inspect(handle).pending.id, True))
     assert asking.wait(handle, HANG).status == "done"
-    replay = frames(watching, handle.id)  # the turn the other process ran, not the one seen here
+    replay = frames(watching, handle)  # the turn the other process ran, not the one seen here
     assert replay[0]["event"] == "state" and replay[-1]["data"]["status"] == "done"
 
 
