@@ -11,21 +11,28 @@ the app's one runtime per process; its blueprint has the routes):
         404 no such run; 400 a body that is not an Answer
     GET  /runs/<run>/events  the run's events as Server-Sent Events
 
+The routes are the app's to guard: ``create_app(authorize=...)`` is called inside every
+request and returns the caller's principal (here, whoever the app's login says it is), or
+``None`` to refuse with 401. A run belongs to whoever started it: its id is random, and
+anyone else gets 404 for it on every route. Bodies must be ``application/json`` (else 415).
+
 No event loop: the team runs on the runtime's worker threads, the view waits on it
 (``?wait=``) and returns. A suspended team holds no thread and spends no tokens until the
 answer arrives.
 
 With ``state="runs.db"`` (a SQLite file, or a ``postgresql://`` URL) the runs live in the
-state, not in the process: a run id is its handle's place in the stored tree, so any
-worker process of a multi-process server can answer a run another one started, and a
-pending run survives a restart. Each worker builds its own ``Runtime`` (after gunicorn's
+state, not in the process (its id and owner too), so any worker process of a
+multi-process server can answer a run another one started, and a pending run survives a
+restart. Each worker builds its own ``Runtime`` (after gunicorn's
 fork, on its first request) and lets go of the tree at exit.
 
 Self-check (scripted model, offline):   python examples/flask_approval.py
-Several worker processes, offline:
+Several worker processes, offline (``offline_app`` is open to anyone: ``public=True``):
     gunicorn -w 2 --chdir examples "flask_approval:offline_app('runs.db')"
-Against a real OpenAI-compatible endpoint:
-    flask --app "examples/flask_approval:create_app(base_url='http://localhost:11434/v1', model='llama3.1', state='runs.db')" run
+Against a real OpenAI-compatible endpoint, behind the app's login (here a made-up header
+check; use your app's session or token check):
+    flask --app "examples/flask_approval:create_app(base_url='http://localhost:11434/v1', model='llama3.1',
+                 state='runs.db', authorize=flask_approval.signed_in)" run
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from flask import Flask
+from flask import Flask, session
 
 from toolnexus import AgentDef, ToolContext, make_request, success, suspend, tool
 from toolnexus.flask import Toolnexus
@@ -58,6 +65,13 @@ TEAM = {
     "billing": AgentDef("billing", "Issues refunds", soul="You issue refunds with the issue_refund tool.", tools=(issue_refund,)),
 }
 
+def signed_in() -> str | None:
+    """The principal of a request: the user the app's login put in its session (``None``,
+    not signed in: 401)."""
+    user = session.get("user")
+    return user if isinstance(user, str) and user else None
+
+
 def create_app(
     generate: Callable[[dict[str, Any]], Any] | None = None,
     base_url: str | None = None,
@@ -67,14 +81,20 @@ def create_app(
     registry: dict[str, Any] | None = None,
     entry: str = "support",
     state: str | None = None,
+    authorize: Callable[[], str | None] | None = None,
+    public: bool = False,
     **runtime_options: Any,
 ) -> Flask:
-    """The app; give ``generate`` (an in-process model) or ``base_url`` (an endpoint), and a
-    ``state`` to keep runs across processes and restarts."""
+    """The app; give ``generate`` (an in-process model) or ``base_url`` (an endpoint), a
+    ``state`` to keep runs across processes and restarts, and ``authorize`` (who asks; the
+    routes refuse to start without it unless ``public=True``)."""
     if state is not None:
         runtime_options["state"] = state
     app = Flask(__name__)
-    Toolnexus(app, registry=registry or TEAM, entry=entry, generate=generate, base_url=base_url, model=model, api_key=api_key, **runtime_options)
+    Toolnexus(
+        app, registry=registry or TEAM, entry=entry, generate=generate, base_url=base_url, model=model, api_key=api_key,
+        authorize=authorize, public=public, **runtime_options,
+    )
 
     @app.after_request
     def served_by(response: Any) -> Any:
@@ -85,8 +105,10 @@ def create_app(
 
 
 def offline_app(state: str) -> Flask:
-    """The app on the scripted model, runs kept in ``state``: for a multi-process server."""
-    return create_app(generate=scripted_model(), state=state)
+    """The app on the scripted model, runs kept in ``state``: for a multi-process server.
+    A self-check with no key and no real model, so it is open: ``public=True`` (anyone who
+    can reach it can start, read and answer every run). Never deploy it as it is."""
+    return create_app(generate=scripted_model(), state=state, public=True)
 
 
 def scripted_model() -> ScriptedModel:
@@ -115,7 +137,7 @@ def scripted_model() -> ScriptedModel:
 
 
 def self_check() -> None:
-    app = create_app(generate=scripted_model())
+    app = create_app(generate=scripted_model(), public=True)  # offline, in this process only
     client = app.test_client()
     try:
         started = client.post("/runs?wait=5", json={"prompt": "Please refund my order A-1001."})

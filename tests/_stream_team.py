@@ -87,6 +87,18 @@ def model() -> ScriptedModel:
     return ScriptedModel({"m-lead": lead, "m-worker": worker, "m-boss": boss, "m-asker": asker, "m-slow": slow}, usage=USAGE)
 
 
+def running_slow(cleanup: Any, hang: float) -> tuple[Runtime, Any, threading.Event]:
+    """A runtime whose ``slow`` handle is running, blocked in its tool until the returned
+    gate is set (``cleanup`` sets it after the test)."""
+    entered, gate = threading.Event(), threading.Event()
+    cleanup.events_to_set(gate)
+    rt = cleanup.runtime(registry(lambda: (entered.set(), gate.wait(hang))), generate=model())
+    handle = rt.spawn(rt.root, "slow")
+    rt.wake(handle, "go")
+    assert entered.wait(hang)  # its turn is running, in its tool
+    return rt, handle, gate
+
+
 #: The registry and the model as a config names them (``"_stream_team:TEAM"``).
 TEAM = registry()
 generate = model()

@@ -82,9 +82,19 @@ def manage(database: Database, *args: str, timeout: float = 120) -> subprocess.C
     return subprocess.run([sys.executable, "manage.py", *args], cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+#: The project's user the tests sign in as (the example's views are behind its login).
+USER, PASSWORD = "tester", "tester-secret"
+_MAKE_USER = (
+    "from django.contrib.auth.models import User; "
+    f"User.objects.filter(username={USER!r}).exists() or User.objects.create_user({USER!r}, password={PASSWORD!r})"
+)
+
+
 def migrated(database: Database) -> Database:
     done = manage(database, "migrate", "-v0")
     assert done.returncode == 0, done.stderr
+    made = manage(database, "shell", "-c", _MAKE_USER)
+    assert made.returncode == 0, made.stderr
     return database
 
 
@@ -138,6 +148,9 @@ class Gunicorn:
         if not booted.wait(60):
             self.stop()
             pytest.fail("gunicorn did not start:\n" + "".join(self.log))
+        self.session = requests.Session()  # signed in: the project's login, as a browser would be
+        signed = self.session.post(self.base + "/login/", json={"username": USER, "password": PASSWORD}, timeout=30)
+        assert signed.status_code == 200, signed.text
 
     def _drain(self, workers: int, booted: threading.Event) -> None:
         assert self.process.stderr is not None
@@ -147,10 +160,10 @@ class Gunicorn:
                 booted.set()
 
     def post(self, path: str, body: dict) -> requests.Response:
-        return requests.post(self.base + path, json=body, timeout=30)
+        return self.session.post(self.base + path, json=body, timeout=30)
 
     def get(self, path: str) -> dict:
-        return requests.get(self.base + path, timeout=30).json()
+        return self.session.get(self.base + path, timeout=30).json()
 
     def new_order(self, amount: str = "10.00") -> str:
         number = f"T-{os.getpid()}-{next(_orders)}"
@@ -253,8 +266,21 @@ def test_an_answer_with_a_bad_id_or_a_deep_body_is_a_client_error_not_a_500(data
     server = servers(database, workers=1)
     lone = server.post("/answers/", {"id": "req_\ud800", "ok": True})
     assert lone.status_code in (400, 404), lone.text
-    deep = requests.post(server.base + "/answers/", data="[" * 5000 + "]" * 5000, headers={"Content-Type": "application/json"}, timeout=30)
+    deep_body = "[" * 5000 + "]" * 5000
+    json_type = {"Content-Type": "application/json"}
+    deep = server.session.post(server.base + "/answers/", data=deep_body, headers=json_type, timeout=30)
     assert deep.status_code == 400, deep.text
+
+
+def test_a_stranger_is_refused_and_a_form_post_starts_nothing(database, servers):
+    server = servers(database, workers=1)
+    order = server.new_order("80.00")
+    pending = server.post("/complaints/", {"order": order, "text": "Refund please"}).json()["pending"]
+    anonymous = requests.post(server.base + "/answers/", json={"id": pending["id"], "ok": True}, timeout=30)
+    assert anonymous.status_code == 401
+    form = server.session.post(server.base + "/complaints/", data={"order": order, "text": "Refund please"}, timeout=30)
+    assert form.status_code == 415
+    assert server.get(f"/orders/{order}/") == {"order": order, "status": "open", "refunds": 0, "complaints": 1}
 
 
 def test_concurrent_answers_to_one_request_resume_the_run_once(database, servers):
@@ -307,6 +333,6 @@ def test_requests_still_finish_after_postgresql_ends_the_sites_sessions(pg_db, s
 def test_manage_py_test_runs_an_agent_in_a_testcase_and_drops_its_database(database):
     done = manage(database, "test", "complaints", "--noinput")
     assert done.returncode == 0, done.stderr
-    assert "Ran 6 tests" in done.stderr and "OK" in done.stderr
+    assert "Ran 11 tests" in done.stderr and "OK" in done.stderr
     if database.kind == "postgresql":
         assert database.admin("SELECT datname FROM pg_database WHERE datname = %s", f"test_{database.name}") == []

@@ -28,14 +28,22 @@ example = _load_example()
 
 @pytest.fixture
 def app() -> Any:
-    app = example.create_app(generate=example.scripted_model())
+    app = example.create_app(generate=example.scripted_model(), authorize=example.signed_in)
+    app.secret_key = "test-only"
     yield app
     app.extensions["toolnexus"].let_go(app)
 
 
+def signed_in_as(app: Any, user: str) -> Any:
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["user"] = user
+    return client
+
+
 @pytest.fixture
 def client(app: Any) -> Any:
-    return app.test_client()
+    return signed_in_as(app, "alice")
 
 
 def start_refund(client: Any) -> tuple[str, dict[str, Any]]:
@@ -61,7 +69,8 @@ def test_pending_then_answer_then_done(client: Any) -> None:
 
     shown = client.get(f"/runs/{run}")
     assert shown.status_code == 200 and shown.get_json()["pending"]["id"] == pending["id"]
-    assert [h["id"] for h in shown.get_json()["tree"]] == [f"root/{run}", f"root/{run}/billing.1"]
+    top = shown.get_json()["tree"][0]["id"]
+    assert [h["id"] for h in shown.get_json()["tree"]] == [top, f"{top}/billing.1"] and top.startswith("root/support.")
 
     accepted = client.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True})
     assert accepted.status_code == 202, accepted.get_json()
@@ -120,16 +129,33 @@ def test_done_immediately_is_200(client: Any) -> None:
     assert body["status"] == "done" and body["result"]["text"].startswith("Dear customer")
 
 
-@pytest.mark.parametrize("payload", [{"id": "x"}, {"id": "x", "ok": "yes"}, ["x"], None])
+@pytest.mark.parametrize("payload", [{"id": "x"}, {"id": "x", "ok": "yes"}, ["x"], "x"])
 def test_malformed_answer_is_400(client: Any, payload: Any) -> None:
     run, _ = start_refund(client)
     response = client.post(f"/runs/{run}/answer", json=payload)
     assert response.status_code == 400
 
 
-def test_missing_prompt_is_400(client: Any) -> None:
+def test_missing_prompt_is_400_and_a_body_that_is_not_json_is_415(client: Any) -> None:
     assert client.post("/runs", json={}).status_code == 400
-    assert client.post("/runs", data="not json").status_code == 400
+    assert client.post("/runs", data="not json").status_code == 415
+
+
+def test_the_routes_ask_the_apps_login_and_a_run_is_its_starters_only(app: Any, client: Any) -> None:
+    run, pending = start_refund(client)
+    stranger, nobody = signed_in_as(app, "mallory"), app.test_client()
+    assert nobody.post("/runs", json={"prompt": "Please refund order A-1001."}).status_code == 401
+    assert stranger.get(f"/runs/{run}").status_code == 404
+    assert stranger.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 404
+    assert nobody.post(f"/runs/{run}/answer", json={"id": pending["id"], "ok": True}).status_code == 401
+    assert client.get(f"/runs/{run}").get_json()["status"] == "pending"  # nothing changed
+
+
+def test_without_authorize_the_app_refuses_to_start_unless_public() -> None:
+    from toolnexus import ConfigError
+
+    with pytest.raises(ConfigError, match="authorize="):
+        example.create_app(generate=example.scripted_model())
 
 
 def test_one_runtime_per_app_let_go_once(app: Any) -> None:

@@ -19,6 +19,16 @@ from toolnexus.flask import Toolnexus  # noqa: E402
 HANG = 10.0
 
 
+def by_header() -> str | None:
+    """The tests' login: the caller's name in ``X-User`` (an app asks its own login)."""
+    return flask.request.headers.get("X-User")
+
+
+def as_user(client: Any, user: str = "alice") -> Any:
+    client.environ_base["HTTP_X_USER"] = user
+    return client
+
+
 def make_app(**config: Any) -> Any:
     """An app whose config names the registry and the model as import paths, as a config file would."""
     app = flask.Flask("tn-test")
@@ -29,7 +39,7 @@ def make_app(**config: Any) -> Any:
 @pytest.fixture
 def app(tmp_path: Any) -> Any:
     app = make_app(TOOLNEXUS_STATE=str(tmp_path / "runs.db"))
-    ext = Toolnexus(app)
+    ext = Toolnexus(app, authorize=by_header)
     yield app
     with app.app_context():
         ext.let_go()
@@ -37,7 +47,7 @@ def app(tmp_path: Any) -> Any:
 
 @pytest.fixture
 def client(app: Any) -> Any:
-    return app.test_client()
+    return as_user(app.test_client())
 
 
 def started(client: Any, prompt: str = "go", **body: Any) -> str:
@@ -55,7 +65,7 @@ def pending_of(client: Any, run: str) -> dict[str, Any]:
 
 def test_start_answers_202_with_the_run_and_the_run_goes_on(client: Any) -> None:
     run = started(client)
-    assert run == "boss.1"
+    assert run != "boss.1" and len(run) == 22  # a random id, not the handle's
     request = pending_of(client, run)
     assert request["prompt"] == "ship it?" and request["data"]["path"] == ["root", "boss.1", "asker.1"]
 
@@ -64,14 +74,15 @@ def test_start_with_wait_answers_with_the_first_result(client: Any) -> None:
     response = client.post("/runs?wait=5", json={"prompt": "go", "agent": "worker"})
     assert response.status_code == 200
     body = response.get_json()
-    assert body["status"] == "done" and body["result"]["text"] == "did go" and body["run"] == "worker.1"
+    assert body["status"] == "done" and body["result"]["text"] == "did go"
+    assert body["result"]["handle_id"] == "root/worker.1"
 
 
 def test_read_answers_202_while_the_run_runs(tmp_path: Any) -> None:
     gate = threading.Event()
     app = make_app(TOOLNEXUS_ENTRY="slow")
-    ext = Toolnexus(app, registry=team.registry(lambda: gate.wait(HANG)), generate=team.model())
-    client = app.test_client()
+    ext = Toolnexus(app, registry=team.registry(lambda: gate.wait(HANG)), generate=team.model(), authorize=by_header)
+    client = as_user(app.test_client())
     try:
         run = started(client)
         shown = client.get(f"/runs/{run}?wait=0.1")
@@ -100,7 +111,8 @@ def test_exactly_one_of_many_concurrent_answers_wins(client: Any, app: Any) -> N
     lock = threading.Lock()
 
     def answer() -> None:
-        status = app.test_client().post(f"/runs/{run}/answer", json={"id": request["id"], "ok": True}).status_code
+        answered = as_user(app.test_client()).post(f"/runs/{run}/answer", json={"id": request["id"], "ok": True})
+        status = answered.status_code
         with lock:
             codes.append(status)
 
@@ -131,10 +143,12 @@ def test_a_late_answer_is_409(client: Any) -> None:
 
 
 def test_an_unknown_run_is_404(client: Any) -> None:
-    for path in ("/runs/nope.1", "/runs/nope.1/events"):
+    run = started(client)
+    for path in ("/runs/boss.1", "/runs/boss.1/events"):  # a handle's id is no run id
         assert client.get(path).status_code == 404
-    assert client.post("/runs/nope.1/answer", json={"id": "x", "ok": True}).status_code == 404
-    assert client.get("/runs/boss.1%2Fasker.1").status_code == 404  # only the root's children are runs
+    assert client.post("/runs/boss.1/answer", json={"id": "x", "ok": True}).status_code == 404
+    assert client.get("/runs/boss.1%2Fasker.1").status_code == 404
+    assert client.get(f"/runs/{run[:-1]}").status_code == 404
 
 
 @pytest.mark.parametrize(
@@ -191,7 +205,7 @@ def test_the_events_route_streams_the_run_and_a_reconnect_resumes_after_last_eve
 
 def test_the_extension_builds_one_runtime_per_process_from_the_config(tmp_path: Any) -> None:
     app = make_app(TOOLNEXUS_STATE=str(tmp_path / "cfg.db"), TOOLNEXUS_RUNTIME_ID="cfg", TOOLNEXUS_ENTRY="worker", TOOLNEXUS_INLINE=True)
-    ext = Toolnexus()
+    ext = Toolnexus(public=True)
     ext.init_app(app)
     try:
         with app.app_context():

@@ -209,7 +209,7 @@ def test_flask_example_answers_400_to_an_answer_with_nan():
     pytest.importorskip("flask")
     from test_flask_example import example, start_refund
 
-    app = example.create_app(generate=example.scripted_model())
+    app = example.create_app(generate=example.scripted_model(), public=True)
     try:
         client = app.test_client()
         run, pending = start_refund(client)

@@ -127,12 +127,7 @@ def test_after_an_id_yields_every_later_event_of_the_subtree_once_in_order(clean
 
 
 def test_a_stream_of_a_running_handle_starts_at_the_start_of_its_turn(cleanup: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
-    handle = rt.spawn(rt.root, "slow")
-    rt.wake(handle, "go")
-    assert entered.wait(HANG)  # its turn is running, in its tool
+    rt, handle, gate = team.running_slow(cleanup, HANG)
     stream = rt.stream(handle)
     first = run_in_thread(lambda: next(stream), HANG)
     assert first.kind == "state" and first.data == {"from": "idle", "to": "running"} and first.handle == handle.id

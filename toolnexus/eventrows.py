@@ -161,17 +161,18 @@ class StoredEvents:
         return found
 
     def turn_start(self, handle_id: str) -> int | None:
+        """The serial of ``handle_id``'s latest turn start: the log's, unless the state has a
+        later one (a turn that ran in another process, which this log never heard of)."""
         found = self.log.turn_start(handle_id)
-        if found is not None:
-            return found
         rows = self._store.execute(
-            "SELECT serial, body FROM tn_stream WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' ORDER BY serial DESC LIMIT 64",
-            (self._runtime_id, handle_id),
+            "SELECT serial, body FROM tn_stream WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' AND serial > ?"
+            " ORDER BY serial DESC LIMIT 64",
+            (self._runtime_id, handle_id, found or 0),
         )
         for serial, body in rows:
             if _json(body).get("to") == "running":
                 return int(serial)
-        return None
+        return found
 
     def runtime_log(self) -> list[dict[str, Any]]:
         """The runtime's own log (``Runtime.events``): its rows among the stream events,

@@ -5,7 +5,7 @@ config, and the routes every team app writes.
     app.config.update(TOOLNEXUS_REGISTRY="myapp.team:TEAM", TOOLNEXUS_ENTRY="support",
                       TOOLNEXUS_STATE="runs.db", TOOLNEXUS_BASE_URL="http://localhost:11434/v1",
                       TOOLNEXUS_MODEL="llama3.1")
-    tn = Toolnexus(app)               # or: tn = Toolnexus(); tn.init_app(app)
+    tn = Toolnexus(app, authorize=lambda: flask.session.get("user"))   # or Toolnexus(...).init_app(app)
 
 Every ``Runtime`` keyword is read from ``TOOLNEXUS_<KEYWORD>`` (``TOOLNEXUS_STATE``,
 ``TOOLNEXUS_BASE_URL``, ``TOOLNEXUS_TIMEOUT`` in seconds...), a value given to ``Toolnexus(...)``
@@ -15,8 +15,26 @@ the request names none. The runtime is built on first use in each process (after
 server such as gunicorn has forked) and let go of at exit: with a state, the runs stay in
 it for the other workers and for a restart.
 
-The blueprint's routes (``url_prefix``, default ``/runs``); a run's id is its handle's id
-under the root (``support.1``):
+The blueprint's routes (``url_prefix``, default ``/runs``) follow the served layer's rules
+(CONTRACT §20, ``toolnexus._serve``):
+
+- **Closed by default.** ``authorize`` is called inside every request (``flask.request``
+  current; it is given the request too, unless it takes no argument) and returns the
+  caller's principal, a non-empty ``str`` (``True``: one shared principal), or ``None`` to
+  refuse (``401``); it may ``flask.abort(401|403)`` itself. Without ``authorize=`` the
+  routes refuse to register unless ``public=True``: anyone who can reach the app can start,
+  read and answer every run.
+- **Runs belong to their principal.** A run id is random (128 bits, URL-safe), bound to the
+  principal that started it in the runtime's state (every worker agrees); another
+  principal gets ``404`` on every route, as for a run that does not exist.
+- **Bodies are JSON**: ``Content-Type: application/json`` or ``415``; at most
+  ``TOOLNEXUS_MAX_BODY`` bytes (default 1 MiB) or ``413``; nothing starts otherwise.
+- **Streams are capped and end**: at most ``max_streams`` (``TOOLNEXUS_MAX_STREAMS``,
+  default 2) event streams per process, one more is ``503`` with ``Retry-After``; a stream
+  ends when its run waits on a person or has finished (§16), and the page comes back with
+  ``Last-Event-ID`` after its answer.
+
+The routes:
 
 - ``POST /runs`` ``{"prompt": "...", "agent"?: "..."}`` starts a run: ``202 {"run",
   "status": "running", "url", "events"}`` (with ``?wait=S``: up to S seconds for its
@@ -30,7 +48,9 @@ under the root (``support.1``):
   (exactly one answer wins, across processes); ``400`` for a body that is not an Answer
   (malformed, ``NaN``, nested deeper than 64 levels), never ``500``.
 - ``GET /runs/<run>/events``: the run's events as Server-Sent Events (``toolnexus.sse``),
-  from ``Last-Event-ID`` (or ``?after=``) when a browser reconnects, on any worker.
+  from ``Last-Event-ID`` (or ``?after=``) when a browser reconnects, on any worker, until the
+  run's result or until it rests; ``400`` for an id that is not one (never ``500``, never a
+  stream that is cut).
 """
 
 from __future__ import annotations
@@ -45,12 +65,15 @@ from typing import Any, Callable, Iterator
 import flask
 
 from . import seconds, sse
+from ._serve import Access, Held, Refused, StreamSlots, bindings_of, for_flask, not_found
+from ._serve.bodies import MAX_BODY, check_limit
+from ._serve.slots import MAX_STREAMS
 from .agent import Agent
 from .data import AgentResult, Answer, HandleView
 from .errors import HandleClosed, SpawnError, StateError, ToolnexusError, UnknownHandle, UnknownRequest, WireError
-from .runtime import ROOT, Runtime
+from .runtime import Runtime
 from .streams import parse_after
-from .wire import from_json, parse_json, to_wire
+from .wire import from_wire, to_wire
 
 __all__ = ["Toolnexus", "blueprint"]
 
@@ -58,7 +81,8 @@ __all__ = ["Toolnexus", "blueprint"]
 IMPORTABLE = ("registry", "generate", "hooks", "on_metric", "around_tool", "clock", "store", "session", "dispatcher", "pool")
 #: The longest ``?wait=`` a request may ask for, unless ``TOOLNEXUS_MAX_WAIT_S`` says otherwise.
 MAX_WAIT_S = 30.0
-_PREFIX = f"{ROOT}/"
+#: The surface name of the blueprint's runs in the runtime's bindings.
+SURFACE = "flask"
 
 
 def _keywords() -> set[str]:
@@ -83,13 +107,18 @@ def imported(value: Any) -> Any:
 
 
 class Toolnexus:
-    """The extension: ``Toolnexus(app)`` or ``Toolnexus()`` then ``init_app(app)``.
+    """The extension: ``Toolnexus(app, authorize=fn)`` or ``Toolnexus(authorize=fn)`` then
+    ``init_app(app)``.
 
+    ``authorize`` (called inside every request of the routes) returns the caller's
+    principal or ``None`` (``401``); ``public=True`` opens the routes instead: anyone who can
+    reach the app can start, read and answer every run. ``max_streams`` (default: config
+    ``TOOLNEXUS_MAX_STREAMS``, else 2) caps the open event streams of each process.
     ``registry`` and ``runtime_options`` override the app's ``TOOLNEXUS_*`` config;
     ``runtime_factory`` (called once per process) builds the runtime instead, for an app
     that shares its construction with other processes (Celery workers, say); ``entry`` is
-    the agent a run starts by default; ``url_prefix`` (``None``: no routes) is where the
-    blueprint's routes go.
+    the agent a run starts by default; ``url_prefix`` (``None``: no routes, and then no
+    ``authorize`` needed) is where the blueprint's routes go.
     """
 
     def __init__(
@@ -100,6 +129,9 @@ class Toolnexus:
         entry: str | None = None,
         url_prefix: str | None = "/runs",
         runtime_factory: Callable[[], Runtime] | None = None,
+        authorize: Callable[..., Any] | None = None,
+        public: bool = False,
+        max_streams: int | None = None,
         **runtime_options: Any,
     ) -> None:
         unknown = sorted(set(runtime_options) - _keywords())
@@ -110,12 +142,28 @@ class Toolnexus:
         self._entry = entry
         self._url_prefix = url_prefix
         self._options = runtime_options
-        self._lock = threading.Lock()  # guards: _runtimes (held while a runtime is built)
+        self._authorize = authorize
+        self._public = public
+        self._max_streams = max_streams
+        #: Who may use the routes (set by ``init_app``; ``None``: every route answers 401).
+        self.access: Access | None = None
+        self._lock = threading.Lock()  # guards: _runtimes (held while a runtime is built), _slots
         self._runtimes: dict[int, tuple[int, Runtime]] = {}  # id(app) -> (pid, its runtime)
+        self._slots: dict[int, StreamSlots] = {}  # id(app) -> its open streams (counted per process)
         if app is not None:
             self.init_app(app)
 
     def init_app(self, app: flask.Flask) -> None:
+        """Register the extension (and its routes, unless ``url_prefix=None``) on ``app``.
+
+        Raises:
+            ConfigError: routes with neither ``authorize=`` nor ``public=True``; a bad
+                ``max_streams`` or ``TOOLNEXUS_MAX_BODY``.
+        """
+        if self._url_prefix is not None:
+            self.access = Access.build(self._authorize, self._public, what="the toolnexus routes")
+            self.max_body(app)
+            self.slots(app)
         app.extensions["toolnexus"] = self
         if self._url_prefix is not None:
             app.register_blueprint(blueprint(), url_prefix=self._url_prefix)
@@ -137,6 +185,21 @@ class Toolnexus:
 
     def max_wait(self, app: flask.Flask) -> float:
         return float(app.config.get("TOOLNEXUS_MAX_WAIT_S", MAX_WAIT_S))
+
+    def max_body(self, app: flask.Flask) -> int:
+        """The largest request body the routes read (``TOOLNEXUS_MAX_BODY``, default 1 MiB)."""
+        return check_limit(app.config.get("TOOLNEXUS_MAX_BODY", MAX_BODY), "TOOLNEXUS_MAX_BODY")
+
+    def slots(self, app: flask.Flask) -> StreamSlots:
+        """``app``'s open event streams in this process (``max_streams``)."""
+        with self._lock:
+            found = self._slots.get(id(app))
+            if found is None:
+                limit = self._max_streams
+                if limit is None:
+                    limit = app.config.get("TOOLNEXUS_MAX_STREAMS", MAX_STREAMS)
+                found = self._slots[id(app)] = StreamSlots(limit)
+            return found
 
     def _build(self, app: flask.Flask) -> Runtime:
         if self._factory is not None:
@@ -190,10 +253,25 @@ def _problem(status: int, message: str, **more: Any) -> flask.Response:
     return response
 
 
-def _handle_id(run: str) -> str:
-    if not run or "/" in run:
-        raise UnknownHandle(f"no run {run!r}")
-    return _PREFIX + run
+def _principal() -> str:
+    """Who asks, before anything else of the request is served (``401`` when refused)."""
+    access = _ext().access
+    if access is None:
+        raise Refused(401, "the toolnexus routes are closed: register them with Toolnexus(app, authorize=...)")
+    return for_flask.principal(access)
+
+
+def _handle_of(run: str, principal: str) -> str:
+    """The handle behind ``principal``'s run ``run``: ``404`` for a run that does not exist
+    and, the same, for another principal's."""
+    found = bindings_of(_rt()).get(SURFACE, principal, run)
+    if found is None:
+        raise not_found(f"run {run[:40]!r}")
+    return found.handle
+
+
+def _body(what: str) -> Any:
+    return for_flask.read_json(limit=_ext().max_body(flask.current_app), what=what)
 
 
 def _wait_s() -> float | None:
@@ -209,12 +287,12 @@ def _wait_s() -> float | None:
     return min(wait, _ext().max_wait(flask.current_app))
 
 
-def _view(run: str, result: AgentResult | None, state: str) -> flask.Response:
+def _view(run: str, handle: str, result: AgentResult | None, state: str) -> flask.Response:
     """A run as JSON: ``200`` once it settled or asks for an answer, ``202`` while it runs;
     ``tree`` lists its handles (``HandleView``), parents first."""
     settled = result is not None and result.status != "timeout"
     body: dict[str, Any] = {"run": run, "state": state, "status": result.status if settled and result is not None else "running"}
-    body["tree"] = [to_wire(view) for view in _subtree(_rt(), _PREFIX + run)]
+    body["tree"] = [to_wire(view) for view in _subtree(_rt(), handle)]
     if settled and result is not None:
         body["result"] = to_wire(result)
         if result.pending is not None:
@@ -232,8 +310,10 @@ def _subtree(rt: Runtime, handle_id: str) -> list[HandleView]:
 
 
 def start() -> flask.Response:
-    """``POST /runs``: spawn the agent under the root, wake it on the prompt, answer 202."""
-    body = parse_json(flask.request.get_data(), what="a run")
+    """``POST /runs``: spawn the agent under the root, bind it to the caller under a random
+    run id, wake it on the prompt, answer 202."""
+    principal = _principal()
+    body = _body("a run")
     prompt = body.get("prompt") if isinstance(body, dict) else None
     if not isinstance(prompt, str) or not prompt.strip():
         return _problem(400, 'send JSON {"prompt": "..."} (and "agent": NAME to pick one)')
@@ -247,10 +327,16 @@ def start() -> flask.Response:
         return _problem(400, str(exc))
     wait = _wait_s()
     handle = rt.spawn(rt.root, agent)
+    try:
+        bound = bindings_of(rt).bind(SURFACE, principal, handle.id)
+    except BaseException:
+        rt.close(handle, force=True)  # a run nobody could reach: not started
+        raise
+    assert bound is not None  # a random id is never taken
+    run = bound.id
     rt.wake(handle, prompt)
-    run = handle.id.removeprefix(_PREFIX)
     if wait is not None:
-        return show(run)
+        return _show(run, handle.id)
     response = flask.jsonify({"run": run, "status": "running", "url": flask.url_for(".show", run=run), "events": flask.url_for(".events", run=run)})
     response.status_code = 202
     response.headers["Location"] = flask.url_for(".show", run=run)
@@ -259,17 +345,22 @@ def start() -> flask.Response:
 
 def show(run: str) -> flask.Response:
     """``GET /runs/<run>?wait=S``: the run's latest result (waiting up to S seconds for one)."""
-    rt, handle = _rt(), _handle_id(run)
+    return _show(run, _handle_of(run, _principal()))
+
+
+def _show(run: str, handle: str) -> flask.Response:
+    rt = _rt()
     state = rt.inspect(handle).state
     # Inline, the request runs the turn itself: to its end (a timeout would interrupt it).
     result = rt.wait(handle) if rt.inline and state == "running" else rt.wait(handle, timeout=_wait_s() or 0)
-    return _view(run, result, rt.inspect(handle).state)
+    return _view(run, handle, result, rt.inspect(handle).state)
 
 
 def answer(run: str) -> flask.Response:
     """``POST /runs/<run>/answer``: resume the run if the answer is for its pending request."""
-    given = from_json(Answer, flask.request.get_data())
-    rt, handle = _rt(), _handle_id(run)
+    handle = _handle_of(run, _principal())
+    given = from_wire(Answer, _body("an Answer"))
+    rt = _rt()
     pending = rt.inspect(handle).pending
     if pending is None:
         return _problem(409, f"run {run} is not waiting for an answer", state=rt.inspect(handle).state)
@@ -277,26 +368,35 @@ def answer(run: str) -> flask.Response:
         return _problem(409, f"answer {given.id!r} does not match the pending request {pending.id!r}", pending=to_wire(pending))
     rt.resume(given)  # exactly one resume per request wins, across processes
     if rt.inline:  # nobody else will run the continuation: this request does
-        return _view(run, rt.wait(handle), rt.inspect(handle).state)
+        return _view(run, handle, rt.wait(handle), rt.inspect(handle).state)
     response = flask.jsonify({"run": run, "status": "running", "events": flask.url_for(".events", run=run)})
     response.status_code = 202
     return response
 
 
 def events(run: str) -> flask.Response:
-    """``GET /runs/<run>/events``: the run's events as SSE, after ``Last-Event-ID``."""
+    """``GET /runs/<run>/events``: the run's events as SSE, after ``Last-Event-ID``, until
+    the run's result or until it rests; one of the process's ``max_streams``."""
+    handle = _handle_of(run, _principal())
     after = flask.request.headers.get("Last-Event-ID") or flask.request.args.get("after") or None
-    parse_after(after)
-    rt, handle = _rt(), _handle_id(run)
-    rt.inspect(handle)  # an unknown run is a 404 before the stream starts
-    config = flask.current_app.config
-    frames = sse.stream(rt, handle, last_event_id=after, heartbeat_s=float(config.get("TOOLNEXUS_HEARTBEAT_S", 15)))
-    return flask.Response(_reconnecting(int(config.get("TOOLNEXUS_SSE_RETRY_MS", 1000)), frames), headers=sse.HEADERS)
+    parse_after(after)  # 400 before anything is streamed
+    rt = _rt()
+    rt.inspect(handle)  # a run pruned meanwhile is a 404 before the stream starts
+    app = flask.current_app
+    config = app.config
+    slot = _ext().slots(app).take()  # 503 with Retry-After when the process has enough open
+    try:
+        frames = sse.stream(rt, handle, last_event_id=after, heartbeat_s=float(config.get("TOOLNEXUS_HEARTBEAT_S", 15)))
+        body = Held(_reconnecting(int(config.get("TOOLNEXUS_SSE_RETRY_MS", 1000)), frames), slot)
+    except BaseException:
+        slot.release()
+        raise
+    return flask.Response(body, headers=sse.HEADERS)
 
 
 def _reconnecting(retry_ms: int, frames: Iterator[bytes]) -> Iterator[bytes]:
-    """The frames after a ``retry:`` field: how soon a browser reconnects once the stream
-    ends (after a pending result, say) or drops."""
+    """The frames after a ``retry:`` field: how soon a browser reconnects if the stream
+    drops (a page closes its ``EventSource`` when the run waits on it, or is over)."""
     try:
         yield f"retry: {retry_ms}\n\n".encode()
         yield from frames
@@ -308,6 +408,8 @@ def _reconnecting(retry_ms: int, frames: Iterator[bytes]) -> Iterator[bytes]:
 
 def _refused(exc: ToolnexusError) -> flask.Response:
     """What the routes answer for a refusal: never a 500 for a client's mistake."""
+    if isinstance(exc, Refused):
+        return for_flask.refusal(exc)
     if isinstance(exc, UnknownHandle):
         return _problem(404, str(exc))
     if isinstance(exc, UnknownRequest):
@@ -320,7 +422,8 @@ def _refused(exc: ToolnexusError) -> flask.Response:
 
 
 def blueprint(name: str = "toolnexus") -> flask.Blueprint:
-    """The routes above, for ``app.register_blueprint`` (``Toolnexus`` registers them)."""
+    """The routes above, for ``app.register_blueprint`` (``Toolnexus`` registers them; the
+    app needs the ``Toolnexus`` extension, whose ``authorize=`` they ask)."""
     routes = flask.Blueprint(name, __name__)
     routes.add_url_rule("", "start", start, methods=["POST"])
     routes.add_url_rule("/<run>", "show", show, methods=["GET"])
@@ -328,4 +431,3 @@ def blueprint(name: str = "toolnexus") -> flask.Blueprint:
     routes.add_url_rule("/<run>/events", "events", events, methods=["GET"])
     routes.register_error_handler(ToolnexusError, _refused)
     return routes
-

@@ -11,7 +11,7 @@ from typing import Any, ContextManager, Protocol, Sequence, runtime_checkable
 from .errors import ConfigError
 
 #: The schema this code writes. A store stamped with a higher number is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @runtime_checkable
@@ -86,6 +86,13 @@ _SCHEMA = [
         body TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (runtime_id, serial)){without_rowid}""",
     """CREATE TABLE IF NOT EXISTS tn_stream_serials (runtime_id TEXT PRIMARY KEY, last BIGINT NOT NULL)""",
+    # Schema 3: what a served surface bound to whom (``toolnexus._serve.bindings``): a public
+    # id a client sees, the principal it belongs to, the handle behind it, the surface's data.
+    """CREATE TABLE IF NOT EXISTS tn_bindings (
+        runtime_id TEXT NOT NULL, surface TEXT NOT NULL, principal TEXT NOT NULL, public_id TEXT NOT NULL,
+        handle_id TEXT NOT NULL, data TEXT NOT NULL, version INTEGER NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (runtime_id, surface, principal, public_id))""",
+    """CREATE INDEX IF NOT EXISTS tn_bindings_handle ON tn_bindings (runtime_id, handle_id)""",
 ]
 
 
@@ -147,7 +154,8 @@ class SqlState:
 
     def migrate(self) -> None:
         """Create the tables, or refuse a store written by a newer version before anything
-        is written to it; a store of schema 1 is upgraded when it has no run in flight."""
+        is written to it; a store of schema 1 is upgraded when it has no run in flight, one of
+        schema 2 gains the bindings table."""
         with self.transaction():
             self._prepare_migration()
             self.execute(_SCHEMA[0])  # tn_meta: where the version is
@@ -165,7 +173,8 @@ class SqlState:
             if found is None:
                 self.execute("INSERT INTO tn_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif found < SCHEMA_VERSION:
-                upgrade_from_1(self)
+                if found < 2:
+                    upgrade_from_1(self)
                 self.execute("UPDATE tn_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 

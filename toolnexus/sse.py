@@ -1,13 +1,19 @@
 """A runtime's stream as Server-Sent Events, for a browser's ``EventSource``.
 
-``stream(rt, h, last_event_id=...)`` renders ``Runtime.stream(h, after=last_event_id)``
-as ``text/event-stream`` frames: ``id:`` the event's id, ``event:`` its kind, ``data:``
-the event as one line of JSON (``{"kind", "handle", "id", "data"}``), and a blank line;
-a ``: keep-alive`` comment after ``heartbeat_s`` of silence, so proxies and browsers
-keep the connection; the frames end after the ``result`` event. Return it as it is from
-a Flask ``Response`` or a Django ``StreamingHttpResponse`` with ``HEADERS``. A browser
-that reconnects sends the last id it saw as ``Last-Event-ID``: give it back here (on
-any worker process of a stored tree) and every durable event after it comes once.
+``stream(rt, h, last_event_id=...)`` renders the events of ``h``'s subtree after
+``last_event_id`` as ``text/event-stream`` frames: ``id:`` the event's id, ``event:`` its
+kind, ``data:`` the event as one line of JSON (``{"kind", "handle", "id", "data"}``), and a
+blank line; a ``: keep-alive`` comment after ``heartbeat_s`` of silence, so proxies and
+browsers keep the connection. Return it as it is from a Flask ``Response`` or a Django
+``StreamingHttpResponse`` with ``HEADERS``.
+
+The frames end after ``h``'s ``result``, and as soon as ``h`` rests (waits on a person,
+has settled with no turn to come, or is closed) once every event after ``last_event_id``
+is sent: a stream never holds a server thread while a person decides. A page closes its
+``EventSource`` at ``pending`` and, after its answer, comes back with the last id it saw
+(``Last-Event-ID``, or ``?after=`` on a new ``EventSource``), on any worker process of a
+stored tree: every durable event after it comes once. The function leaves authorization
+to the view that calls it (``toolnexus.flask`` asks the app's ``authorize=``).
 """
 
 from __future__ import annotations
@@ -35,14 +41,18 @@ def frame(event: Event) -> bytes:
 
 def stream(rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, heartbeat_s: float = 15) -> Iterator[bytes]:
     """The events of ``h``'s subtree after ``last_event_id`` as SSE frames, until ``h``'s
-    result. Closing the iterator (the server does when the client goes) stops watching.
+    result or until ``h`` rests with nothing more to send (without ``last_event_id``, a
+    finished run replays its last turn). Closing the iterator (the server does when the
+    client goes) stops watching.
 
     Raises:
-        ToolnexusError: ``last_event_id`` is not an event id (checked at once, before
-            the first frame, so a view can answer 400).
+        ToolnexusError: ``last_event_id`` is not an id a store can hold (not numeric,
+            negative, more than 18 digits), or ``h`` is not a handle: checked at once,
+            before the first frame, so a view can answer 400 or 404.
     """
     parse_after(last_event_id)
-    watched = rt.stream(h, after=last_event_id or None)
+    # The runtime's streams, as ``Agent.stream`` reaches them: a watch that also ends at rest.
+    watched = rt._streams.watch(rt._tree.get(h), last_event_id or None, None, rests=True)
     return _frames(watched, heartbeat_s)
 
 

@@ -54,7 +54,7 @@ class StoredTree:
     the process, which lets it skip re-reading rows nobody else committed to."""
 
     def __init__(self, store: StateStore, runtime_id: str, *, sole_user: bool = False, owns_store: bool = False) -> None:
-        self.store = store
+        self.store = self.state = store  # ``state``: what the served layer reads (``TreeStore.state``)
         self.runtime_id = runtime_id
         self._sole_user = sole_user
         self._owns_store = owns_store

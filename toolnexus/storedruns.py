@@ -29,6 +29,7 @@ RUN_TABLES: tuple[tuple[str, str], ...] = (
     ("tn_journal", "handle_id"),
     ("tn_messages", "conversation_id"),
     ("tn_requests", "handle_id"),
+    ("tn_bindings", "handle_id"),  # what a served surface bound to the run (``toolnexus._serve``)
     ("tn_handles", "id"),
 )
 

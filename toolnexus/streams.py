@@ -26,7 +26,7 @@ from . import _jobs
 from .data import AgentResult, Event
 from .errors import ToolnexusError
 from .events import LOG, EventLog, Logged, MemoryEvents, Text, TreeEvents
-from .handle import CLOSED, RUNNING, SUSPENDED, Handle, closed_result
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, closed_result
 from .output import typed_result
 from .waiting import Waiter, runnable
 
@@ -34,28 +34,60 @@ from .waiting import Waiter, runnable
 LIMIT = 256
 #: A cursor ``(serial, _AFTER_TEXT)`` skips every text piece that came after ``serial``.
 _AFTER_TEXT = 1 << 62
+#: How often a stream that ends at rest (``rests=True``) checks again while nothing comes.
+RECHECK_S = 1.0
+
+
+#: The most digits a part of an event id has: every serial a store holds is below 2**63.
+ID_DIGITS = 18
 
 
 def parse_after(after: str | None) -> tuple[int, int] | None:
     """An event id as a cursor ``(serial, k)``.
 
     Raises:
-        ToolnexusError: ``after`` is not an event id (``"42"`` or ``"42.3"``).
+        ToolnexusError: ``after`` is not an id a store can hold: ``"42"``, or ``"42.3"`` for
+            a text piece, each part at most 18 digits (so below 2**63).
     """
     if after is None:
         return None
     serial, dot, k = str(after).strip().partition(".")
-    if not (serial.isascii() and serial.isdigit()) or (dot and not (k.isascii() and k.isdigit())):
-        raise ToolnexusError(f"not an event id: {str(after)[:40]!r} (an id is a serial like '42', or '42.3' for a text piece)")
+    if not _digits(serial) or (dot and not _digits(k)):
+        shown = str(after)[:40]
+        raise ToolnexusError(
+            f"not an event id: {shown!r} (an id is a serial like '42', or '42.3' for a text piece,"
+            f" each part at most {ID_DIGITS} digits)"
+        )
     return int(serial), int(k) if dot else 0
+
+
+def _digits(text: str) -> bool:
+    return 0 < len(text) <= ID_DIGITS and text.isascii() and text.isdigit()
+
+
+#: ``rests()``: whether the watched handle rests (is not running and will not run unless
+#: woken or answered), and then its latest result.
+Rests = Callable[[], "tuple[bool, Any]"]
 
 
 class Watch:
     """One stream's reading of a tree's events: those of ``handle`` and its subtree (all
     of them when ``handle`` is None) after ``cursor``, until ``until``'s first result (any
-    result when ``until`` is None and ``any_result``)."""
+    result when ``until`` is None and ``any_result``). With ``rests``, the watch also ends
+    once the handle is found resting and every event after the cursor is read: it never
+    waits for a turn nobody has started."""
 
-    def __init__(self, events: TreeEvents, handle: str | None, cursor: tuple[int, int], *, until: str | None, any_result: bool = False, here: bool = False) -> None:
+    def __init__(
+        self,
+        events: TreeEvents,
+        handle: str | None,
+        cursor: tuple[int, int],
+        *,
+        until: str | None,
+        any_result: bool = False,
+        here: bool = False,
+        rests: Rests | None = None,
+    ) -> None:
         self.events = events
         #: The iterating thread itself waits for other processes' commits (inline: no
         #: thread of the library's does).
@@ -66,6 +98,8 @@ class Watch:
         self._serial, self._k = cursor
         self._until = until
         self._any_result = any_result
+        self._rests = rests
+        self._next_check = 0.0  # the first dry moment checks at once
         self._version = -1
         self._foreign = -1  # the first fill reads the store: ``after`` may be from another process
         self._queue: collections.deque[Event] = collections.deque()
@@ -92,7 +126,29 @@ class Watch:
         return self._queue.popleft() if self._queue else None
 
     def wait(self, timeout: float | None) -> None:
+        if self._rests is not None:  # wake for the next check of whether the handle rests
+            until_check = max(0.0, self._next_check - time.monotonic())
+            timeout = until_check if timeout is None else min(timeout, until_check)
         self.events.wait(self._version, timeout, here=self.here)
+
+    def end_if_resting(self) -> bool:
+        """When the queue runs dry (at once, then at most every ``RECHECK_S``): if the handle
+        rests, read everything after the cursor (from the state too, whatever this process
+        has heard of) and end when nothing is left. The state is read first: every event
+        committed up to the change that made it rest is then in the read. Its result usually
+        ends the watch first; the checks end it also when no result can (a cursor past the
+        tree's last event). Returns whether there is more to yield now."""
+        if self._rests is None or self.ended or time.monotonic() < self._next_check:
+            return False
+        self._next_check = time.monotonic() + RECHECK_S
+        resting, result = self._rests()
+        if not resting:
+            return False  # its result (or its closing) is still to come, and ends the watch
+        while not self._queue and not self.ended:
+            self._foreign = -1  # read the state, not only this process's log
+            if not self._fill():
+                self.ended, self.result = True, result
+        return True
 
     def _fill(self) -> bool:
         """Read what is there after the cursor; whether the cursor moved."""
@@ -205,6 +261,8 @@ class RunStream:
             if failure is not None:
                 self._end(None, failed=True)
                 raise failure
+            if watch.end_if_resting():
+                continue
             now = time.monotonic()
             if self._deadline is not None and now >= self._deadline and self._timed_out is not None:
                 return self._timeout()
@@ -278,12 +336,24 @@ class Streams:
         self._waiter = waiter
         self._inline = inline
 
-    def watch(self, handle: Handle, after: str | None, timeout: float | None, finish: Finish | None = None) -> RunStream:
+    def watch(
+        self,
+        handle: Handle,
+        after: str | None,
+        timeout: float | None,
+        finish: Finish | None = None,
+        *,
+        rests: bool = False,
+    ) -> RunStream:
         """``Runtime.stream``: watch ``handle`` and its subtree, their events after the event
         id ``after`` (or from the start of its current turn, or of its next one when it is
         idle) until its first result after that point; ``timeout`` (seconds) ends the
         stream with a ``result`` of status ``timeout``. Closing the stream only stops
         watching; while it watches, the model calls of the subtree stream their text.
+
+        ``rests=True`` (``toolnexus.sse``): the stream also ends as soon as the handle rests
+        (suspended, idle with no turn to come, closed) and every event after ``after`` has
+        come; without ``after``, an idle handle replays its last turn, as a closed one does.
 
         Raises:
             ToolnexusError: ``after`` is not an event id.
@@ -291,11 +361,11 @@ class Streams:
         events = self._events
         cursor = parse_after(after)
         if cursor is None:
-            cursor = self._start(handle, events)
-            if cursor is None:  # closed, and nothing of its turns is kept: nothing to come
-                with handle.lock:
-                    return ended_stream(events, closed_result(handle.record))
-        watch = Watch(events, handle.id, cursor, until=handle.id, here=self._inline)
+            cursor = self._start(handle, events, rests)
+            if cursor is None:  # resting, and nothing of its turns is kept: nothing to come
+                return ended_stream(events, _resting(handle)()[1])
+        resting = _resting(handle) if rests else None
+        watch = Watch(events, handle.id, cursor, until=handle.id, here=self._inline, rests=resting)
         log = events.log
         log.watch(handle.id)
         watched = [handle.id]
@@ -341,17 +411,19 @@ class Streams:
             raise
         return stream
 
-    def _start(self, handle: Handle, events: TreeEvents) -> tuple[int, int] | None:
+    def _start(self, handle: Handle, events: TreeEvents, rests: bool = False) -> tuple[int, int] | None:
         """Where ``after=None`` starts: at the current (or kept last) turn of a busy,
-        suspended or closed handle; now for an idle one (its next turn)."""
+        suspended or closed handle; now for an idle one (its next turn), or with ``rests``
+        at its last turn unless a turn is queued for it."""
         with handle.lock:
             handle.sync()
             state = handle.record.state
-        if state in (RUNNING, SUSPENDED, CLOSED):
+            settled = state == CLOSED or (rests and state == IDLE and not handle.record.queued)
+        if state in (RUNNING, SUSPENDED) or settled:
             start = events.turn_start(handle.id)
             if start is not None:
                 return start - 1, _AFTER_TEXT
-            if state == CLOSED:
+            if settled:
                 return None
         last = events.last()
         serial, k = events.log.now()
@@ -375,6 +447,20 @@ class Streams:
             return due
 
         return drive
+
+
+def _resting(handle: Handle) -> Rests:
+    """Whether ``handle`` rests, read from the state itself (not this process's cache)."""
+
+    def rests() -> tuple[bool, Any]:
+        with handle.lock:
+            handle.sync(exact=True)
+            record = handle.record
+            if record.state == RUNNING or (record.state == IDLE and record.queued):
+                return False, None
+            return True, closed_result(record) if record.state == CLOSED else record.result
+
+    return rests
 
 
 class ClientRun:

@@ -18,7 +18,7 @@ import collections
 import contextlib
 import threading
 import time
-from typing import Any, Callable, ContextManager, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Protocol
 
 from . import journal
 from .data import HandleView, Request
@@ -27,6 +27,9 @@ from .events import MemoryEvents, TreeEvents
 from .handle import Handle, Turn
 from .record import HandleRecord, Resume
 from .store import ConversationStore, InMemoryStore
+
+if TYPE_CHECKING:
+    from .sql import StateStore
 
 #: Events kept in memory (a state keeps them all).
 MAX_EVENTS = 10_000
@@ -55,6 +58,9 @@ class TreeStore(Protocol):
     #: Whether the tree outlives its runtime (leaving a ``with`` block then releases it
     #: for another runtime, instead of closing it).
     lasting: bool
+    #: The state store the rows live in (``None`` in memory): the served layer keeps its
+    #: bindings beside them (``toolnexus._serve.bindings``).
+    state: StateStore | None
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         """One unit of work around a change to ``handles`` (their locks held): nested
@@ -200,6 +206,7 @@ class MemoryTree:
 
     runtime_id = "memory"
     lasting = False
+    state = None
 
     def __init__(self, conversations: ConversationStore | None = None) -> None:
         self._own_transcripts = conversations is None

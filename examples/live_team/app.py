@@ -8,6 +8,18 @@ for approval to publish, then answers. The runs live in a SQLite state, so the p
 requests (and its ``EventSource``, which reconnects with ``Last-Event-ID``) may land on
 any worker process.
 
+Who asks: there is no login. Serving ``/`` gives each browser a visitor id in Flask's
+signed session cookie (``HttpOnly``, ``SameSite=Strict``), and the routes' ``authorize=``
+reads it: a visitor starts, watches and answers its own runs only (another visitor's run
+is ``404``; no cookie is ``401``). Every worker process must sign with the same key: give
+``secret_key=`` (or ``FLASK_SECRET_KEY``); without one, a key file is made beside a SQLite
+state (``runs.db.key``, readable by its owner only) and shared by the workers.
+
+Nothing waits on a person: the page closes its ``EventSource`` when the run asks for the
+approval (the server ends that stream too), and opens a new one after the click, from the
+last event it saw (``?after=``). At most two streams are open per worker process
+(``TOOLNEXUS_MAX_STREAMS``); one more is answered ``503`` with ``Retry-After``.
+
 Offline, on a scripted model server that streams its replies word by word::
 
     python examples/live_team/app.py                 # http://127.0.0.1:8000
@@ -26,11 +38,12 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, send_file
+from flask import Flask, send_file, session
 
 from toolnexus import AgentDef, ToolContext, make_request, success, suspend, tool
 from toolnexus.flask import Toolnexus
@@ -62,15 +75,33 @@ TEAM = {
 }
 
 
-def create_app(*, base_url: str | None = None, model: str = "default", state: str | None = None, **runtime_options: Any) -> Flask:
+def visitor() -> str | None:
+    """Who asks: the visitor id ``/`` put in this browser's signed cookie (``None``: 401)."""
+    found = session.get("visitor")
+    return found if isinstance(found, str) and found else None
+
+
+def create_app(
+    *,
+    base_url: str | None = None,
+    model: str = "default",
+    state: str | None = None,
+    secret_key: str | None = None,
+    **runtime_options: Any,
+) -> Flask:
     """The page and the runs API (``/runs``) on a model endpoint; ``state`` keeps the runs
-    in a SQLite file (or a ``postgresql://`` URL) that every worker process shares."""
+    in a SQLite file (or a ``postgresql://`` URL) that every worker process shares;
+    ``secret_key`` signs the visitors' cookies (see the module's docstring)."""
     app = Flask(__name__)
+    app.secret_key = secret_key or os.environ.get("FLASK_SECRET_KEY") or shared_key(state)
+    app.config.update(SESSION_COOKIE_HTTPONLY=True, SESSION_COOKIE_SAMESITE="Strict")
     options = {"state": state, **runtime_options} if state is not None else runtime_options
-    Toolnexus(app, registry=TEAM, entry="editor", base_url=base_url, model=model, **options)
+    Toolnexus(app, registry=TEAM, entry="editor", base_url=base_url, model=model, authorize=visitor, **options)
 
     @app.get("/")
     def page() -> Any:
+        if visitor() is None:
+            session["visitor"] = secrets.token_urlsafe(16)  # this browser's own runs from now on
         return send_file(HERE / "index.html")
 
     @app.after_request
@@ -79,6 +110,29 @@ def create_app(*, base_url: str | None = None, model: str = "default", state: st
         return response
 
     return app
+
+
+def shared_key(state: str | None) -> str:
+    """A signing key every worker process of one state agrees on: kept in a file beside a
+    SQLite state (made once, by whichever worker comes first); a key of this process's own
+    without one (a single process then)."""
+    if state is None or state.startswith(("postgresql://", "postgres://")):
+        if state is not None:
+            raise ValueError("give secret_key= (or FLASK_SECRET_KEY): every worker signs the cookies alike")
+        return secrets.token_hex(32)
+    path = Path(f"{state}.key")
+    if not path.exists():
+        draft = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))
+        try:
+            os.link(draft, path)  # the first worker's key wins; the others read it
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(draft)
+    return path.read_text().strip()
 
 
 # --- offline: a scripted model that streams slowly enough to watch -----------------------------
@@ -111,10 +165,12 @@ def scripted(body: dict[str, Any]) -> dict[str, Any]:
     return text_completion(body, f"Done: {results[-1].get('content')}, with research and a draft from the team.")
 
 
-def offline_app(state: str | None = None, *, gap_s: float = 0.08) -> Flask:
+def offline_app(state: str | None = None, *, gap_s: float = 0.08, delay_s: float = 0.0) -> Flask:
     """The app on a scripted model server of its own (one per process), whose replies come
-    word by word ``gap_s`` apart."""
-    server = ScriptedLLMServer(scripted, stream_gap_s=gap_s)
+    word by word ``gap_s`` apart, each after ``delay_s`` of thought. No key and no real
+    model, but the page is the real one: each browser is still a visitor of its own
+    (a signed cookie), not ``public=True``."""
+    server = ScriptedLLMServer(scripted, stream_gap_s=gap_s, delay_s=delay_s)
     atexit.register(server.close)
     return create_app(base_url=server.base_url, model="scripted", state=state)
 

@@ -4,6 +4,12 @@ An action answers each selected request through the runtime (``approvals.answer`
 run resumes in the admin's process, inside one transaction per request, and
 ``request_answered`` tells the project. Opening the list first answers the requests past
 their ``expires_at`` with ``reason="expired"``.
+
+Who asks is the admin site's own login (CONTRACT §20): a staff user, with the model's
+``view`` permission to list the requests and its ``change`` permission to answer them; the
+actions are Django's CSRF-protected form posts, so no other site can post them. A
+request the admin refuses answers nothing: the expired requests are answered only for a
+user who may change them.
 """
 
 from __future__ import annotations
@@ -35,9 +41,11 @@ class PendingRequestAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django shi
         return approvals.pending()
 
     def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
-        expired = self._expire(request)
-        if expired:
-            self.message_user(request, f"{len(expired)} request(s) expired and were answered as declined: {', '.join(expired)}", messages.INFO)
+        if self.has_change_permission(request):  # a refused (or read-only) visit answers nothing
+            expired = self._expire(request)
+            if expired:
+                answered = f"{len(expired)} request(s) expired and were answered as declined: {', '.join(expired)}"
+                self.message_user(request, answered, messages.INFO)
         return super().changelist_view(request, extra_context)
 
     def _expire(self, request: Any) -> list[str]:

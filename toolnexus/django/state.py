@@ -37,7 +37,10 @@ POSTGRES_POOL_SIZE = 4
 POLL_S = 0.1
 
 #: The tables a migration creates (``SqlState.migrate``) and a reverse migration drops.
-TABLES = ("tn_meta", "tn_handles", "tn_requests", "tn_events", "tn_journal", "tn_owners", "tn_messages", "tn_stream", "tn_stream_serials")
+TABLES = (
+    "tn_meta", "tn_handles", "tn_requests", "tn_events", "tn_journal", "tn_owners", "tn_messages",
+    "tn_stream", "tn_stream_serials", "tn_bindings",
+)
 
 _SERIAL = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
 

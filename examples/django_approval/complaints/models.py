@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 
@@ -9,6 +10,8 @@ class Order(models.Model):
 
 class Complaint(models.Model):
     order = models.ForeignKey(Order, on_delete=models.CASCADE, related_name="complaints")
+    #: Who filed it (the project's login): nobody else reads or answers it.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="complaints", null=True)
     text = models.TextField()
     status = models.CharField(max_length=20, default="new")  # new | answered | waiting
     reply = models.TextField(blank=True)

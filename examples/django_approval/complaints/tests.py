@@ -3,8 +3,8 @@ transaction: the tools see the rows the test made, and everything rolls back aft
 
 from __future__ import annotations
 
-from django.contrib.auth.models import User
-from django.test import TestCase
+from django.contrib.auth.models import Permission, User
+from django.test import Client, TestCase
 
 from toolnexus.django.approvals import pending
 from toolnexus.django.testing import override_runtime
@@ -12,10 +12,14 @@ from toolnexus.django.testing import override_runtime
 from .agents import scripted_model
 from .models import Complaint, Order, Refund
 
+JSON = "application/json"
+
 
 class ComplaintTests(TestCase):
     def setUp(self) -> None:
         self.order = Order.objects.create(number="T-1", amount="12.00")  # exists only in this test's transaction
+        self.user = User.objects.create_user("alice", password="alice-secret")
+        self.client.force_login(self.user)
 
     def test_a_complaint_is_answered_from_the_tests_own_rows(self) -> None:
         with override_runtime(generate=scripted_model()):
@@ -42,6 +46,57 @@ class ComplaintTests(TestCase):
         self.assertEqual(done.status_code, 200, done.content)
         self.assertIn("refunded 80.00 EUR", done.json()["reply"])
         self.assertEqual(Refund.objects.filter(order__number="T-2").count(), 1)
+
+
+class WhoAsksTests(TestCase):
+    """The views are behind the project's login; a complaint is its filer's only."""
+
+    def setUp(self) -> None:
+        Order.objects.create(number="T-4", amount="80.00")
+        self.alice, self.mallory = Client(), Client()
+        self.alice.force_login(User.objects.create_user("alice", password="alice-secret"))
+        self.mallory.force_login(User.objects.create_user("mallory", password="mallory-secret"))
+
+    def test_without_a_session_every_view_is_401_and_nothing_runs(self) -> None:
+        anonymous = Client()
+        with override_runtime(generate=scripted_model()):
+            complained = anonymous.post("/complaints/", {"order": "T-4", "text": "x"}, content_type=JSON)
+            answered = anonymous.post("/answers/", {"id": "req_x", "ok": True}, content_type=JSON)
+            self.assertEqual((complained.status_code, answered.status_code), (401, 401))
+            self.assertEqual(anonymous.get("/orders/T-4/").status_code, 401)
+        self.assertEqual(Complaint.objects.count(), 0)
+
+    def test_signing_in_with_the_projects_users(self) -> None:
+        client = Client()
+        wrong = client.post("/login/", {"username": "alice", "password": "nope"}, content_type="application/json")
+        self.assertEqual(wrong.status_code, 401)
+        right = client.post("/login/", {"username": "alice", "password": "alice-secret"}, content_type=JSON)
+        self.assertEqual(right.json(), {"user": "alice"})
+        self.assertEqual(client.get("/orders/T-4/").status_code, 200)
+
+    def test_another_user_gets_404_for_a_complaint_and_its_approval_and_nothing_changes(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            asked = self.alice.post("/complaints/", {"order": "T-4", "text": "Refund please"}, content_type=JSON)
+            self.assertEqual(asked.status_code, 202, asked.content)
+            complaint, request_id = asked.json()["complaint"], asked.json()["pending"]["id"]
+            self.assertEqual(self.mallory.get(f"/complaints/{complaint}/").status_code, 404)
+            stolen = self.mallory.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json")
+            self.assertEqual(stolen.status_code, 404)
+            self.assertEqual(Refund.objects.count(), 0)
+            self.assertEqual(self.alice.get(f"/complaints/{complaint}/").json()["status"], "waiting")
+            done = self.alice.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json")
+        self.assertEqual(done.status_code, 200, done.content)
+        self.assertEqual(Refund.objects.count(), 1)
+
+    def test_a_body_that_is_not_json_is_415_and_nothing_runs(self) -> None:
+        with override_runtime(generate=scripted_model()):
+            for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+                response = self.alice.post("/complaints/", '{"order": "T-4", "text": "x"}', content_type=content_type)
+                self.assertEqual(response.status_code, 415)
+            form = self.alice.post("/complaints/", {"order": "T-4", "text": "x"})  # a form post
+            self.assertEqual(form.status_code, 415)
+        self.assertEqual(Complaint.objects.count(), 0)
+        self.assertFalse(pending().exists())
 
 
 class PendingRequestAdminTests(TestCase):
@@ -87,3 +142,16 @@ class PendingRequestAdminTests(TestCase):
         self.assertEqual(Refund.objects.count(), 0)
         self.assertIn("expired: Refund 75.00 EUR", Complaint.objects.get(order__number="T-3").reply)
         self.assertEqual(self.client.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json").status_code, 404)
+
+    def test_a_staff_user_who_may_only_view_the_list_answers_nothing_not_even_the_expired(self) -> None:
+        viewer = User.objects.create_user("viewer", password="viewer-secret", is_staff=True)
+        viewer.user_permissions.add(Permission.objects.get(codename="view_pendingrequest"))
+        with override_runtime(generate=scripted_model()):
+            request_id = self.ask(APPROVAL_TTL=-1)  # already past its expiry
+            self.client.force_login(viewer)
+            self.assertContains(self.client.get("/admin/toolnexus/pendingrequest/"), request_id)
+            approve = {"action": "approve", "_selected_action": [request_id]}
+            self.client.post("/admin/toolnexus/pendingrequest/", approve)
+            self.assertTrue(pending().filter(request_id=request_id).exists())  # still open: nothing was answered
+        self.assertEqual(Refund.objects.count(), 0)
+        self.assertEqual(Complaint.objects.get(order__number="T-3").status, "waiting")

@@ -1,5 +1,13 @@
 """The views: a complaint runs the team inline, inside the view's transaction.
 
+Every view is behind the project's login (Django's own sessions): ``POST /login/``
+``{"username", "password"}`` signs in, ``POST /logout/`` out. Without a session a view
+answers ``401``; a complaint belongs to whoever filed it, and anyone else gets ``404`` for
+it (showing it or answering its approval), exactly as for one that does not exist. Posts
+take ``Content-Type: application/json`` only (else ``415``, nothing runs), so a page on
+another site cannot post without a CORS preflight, and the session cookie is
+``SameSite=Lax``.
+
     POST /complaints/   {"order": "A-1001", "text": "...", "dry_run"?: true}
         200 {"complaint", "status": "done", "reply"}          answered (and committed)
         202 {"complaint", "status": "pending", "pending"}     a refund waits for approval
@@ -18,11 +26,13 @@ Every response names the process that served it (``X-Served-By``: its pid). The 
 
 from __future__ import annotations
 
+import functools
 import os
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
+from django.contrib.auth import authenticate, login, logout
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -34,9 +44,56 @@ from toolnexus.wire import from_wire, parse_json, to_wire
 
 from .models import Complaint, Order
 
+View = Callable[..., JsonResponse]
+
+
+def json_only(view: View) -> View:
+    """``415`` for a post whose body is not declared ``application/json``: nothing runs."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        if request.method == "POST" and request.content_type != "application/json":
+            return _response({"error": "send the body as Content-Type: application/json"}, status=415)
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
+def signed_in(view: View) -> View:
+    """``401`` unless the project's login knows the caller; then the JSON rules above."""
+
+    @functools.wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+        if not request.user.is_authenticated:
+            return _response({"error": "sign in first: POST /login/"}, status=401)
+        return view(request, *args, **kwargs)
+
+    return checked
+
 
 @csrf_exempt
 @require_POST
+@json_only
+def sign_in(request: HttpRequest) -> JsonResponse:
+    body = _json(request)
+    user = authenticate(request, username=body.get("username"), password=body.get("password"))
+    if user is None:
+        return _response({"error": "wrong username or password"}, status=401)
+    login(request, user)
+    return _response({"user": user.get_username()})
+
+
+@csrf_exempt
+@require_POST
+def sign_out(request: HttpRequest) -> JsonResponse:
+    logout(request)
+    return _response({"user": None})
+
+
+@csrf_exempt
+@require_POST
+@signed_in
+@json_only
 def file_complaint(request: HttpRequest) -> JsonResponse:
     body = _json(request)
     if not isinstance(body.get("order"), str) or not isinstance(body.get("text"), str):
@@ -47,7 +104,7 @@ def file_complaint(request: HttpRequest) -> JsonResponse:
         order = Order.objects.select_for_update().filter(number=body["order"]).first()
         if order is None:
             return _response({"error": f"no order {body['order']!r}"}, status=404)
-        complaint = Complaint.objects.create(order=order, text=body["text"])
+        complaint = Complaint.objects.create(order=order, text=body["text"], owner=request.user)
         prompt = f"Complaint #{complaint.pk} on order {order.number}: {complaint.text}"
         result = runtime().run_agent("support", prompt, timeout=settings.RUN_TIMEOUT)
         return _settle(complaint, result, keep=not body.get("dry_run"))
@@ -55,6 +112,8 @@ def file_complaint(request: HttpRequest) -> JsonResponse:
 
 @csrf_exempt
 @require_POST
+@signed_in
+@json_only
 def answer(request: HttpRequest) -> JsonResponse:
     try:
         given = from_wire(Answer, _json(request))
@@ -62,7 +121,8 @@ def answer(request: HttpRequest) -> JsonResponse:
     except (WireError, UnicodeEncodeError) as exc:
         return _response({"error": str(exc)}, status=400)
     with transaction.atomic():
-        complaint = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting").first()
+        waiting = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting")
+        complaint = waiting.filter(owner=request.user).first()  # another user's is "no complaint", as a missing one
         if complaint is None:
             return _response({"error": f"no complaint waits on request {given.id!r}"}, status=404)
         try:
@@ -87,6 +147,8 @@ def record_answer(sender: object, request: Request, answer: Answer, handle_id: s
 
 @csrf_exempt
 @require_POST
+@signed_in
+@json_only
 def create_order(request: HttpRequest) -> JsonResponse:
     body = _json(request)
     try:
@@ -97,14 +159,16 @@ def create_order(request: HttpRequest) -> JsonResponse:
 
 
 @require_GET
+@signed_in
 def show_complaint(request: HttpRequest, complaint_id: int) -> JsonResponse:
-    complaint = Complaint.objects.filter(pk=complaint_id).first()
+    complaint = Complaint.objects.filter(pk=complaint_id, owner=request.user).first()
     if complaint is None:
         return _response({"error": "no such complaint"}, status=404)
     return _response({"complaint": complaint.pk, "status": complaint.status, "reply": complaint.reply, "request_id": complaint.request_id})
 
 
 @require_GET
+@signed_in
 def show_order(request: HttpRequest, number: str) -> JsonResponse:
     order = Order.objects.filter(number=number).first()
     if order is None:
