@@ -525,3 +525,31 @@ def test_a_resume_racing_an_interrupt_has_exactly_one_winner(state, files):
             answering.release()
             interrupting.release()
     assert len(team.lines(files.effects)) <= 3  # the approved tool ran at most once a round
+
+
+def test_units_committed_by_many_threads_of_one_process_never_share_an_event_serial(tmp_path):
+    """The serial after a SQLite commit is known inside its transaction, before the next
+    unit of another thread numbers its events (once a UNIQUE failure on tn_stream)."""
+    from toolnexus import AgentDef
+
+    failures: list[BaseException] = []
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: a window between two units is hit
+    try:
+        with Runtime({"echo": AgentDef("echo", "echoes")}, generate=lambda request: {"content": "ok"}, state=str(tmp_path / "s.db")) as rt:
+
+            def work() -> None:
+                try:
+                    for _ in range(60):
+                        assert rt.run_agent("echo", "hi").status == "done"
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=work) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+    finally:
+        sys.setswitchinterval(before)
+    assert not failures, failures[:3]

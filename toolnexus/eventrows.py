@@ -104,6 +104,8 @@ class StoredEvents:
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
             self._store.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
+        with self._lock:  # still inside the transaction: the next unit of any thread numbers after it
+            self._last = (seen, logged[-1].serial) if seen is not None else None
         return logged
 
     def _insert_counted(self, events: list[Pending], notice: tuple[str, str]) -> list[Logged]:
@@ -130,12 +132,10 @@ class StoredEvents:
             return last[1]  # nobody else committed since this process's last insert
         return int(self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
 
-    def committed(self, logged: list[Logged], seen: int | None, *, kept: bool) -> None:
+    def committed(self, logged: list[Logged], *, kept: bool) -> None:
         """After the commit: the log learns the events (``kept``: this commit is final,
         not one a host's transaction may still roll back) and the streams wake."""
         if kept:
-            with self._lock:
-                self._last = (seen, logged[-1].serial) if seen is not None and not self._counted else None
             self.log.add(logged)
         else:
             with self._lock:

@@ -108,7 +108,7 @@ class StoredTree:
                 for handle in touched.values():
                     handle.record.version = -1  # the host's transaction may still roll back: re-read next time
             if logged:
-                self.stream_events.committed(logged, self._local.seen, kept=not joined)
+                self.stream_events.committed(logged, kept=not joined)
         except BaseException:
             for handle in touched.values():
                 handle.record.version = -1  # memory ran ahead of the store: re-read next time
