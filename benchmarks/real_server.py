@@ -26,6 +26,14 @@ model calls (turns), tokens and wall time:
   that did not fit, or an answer in prose, each sent back once); passes when at least one
   run ended with a valid value and none failed.
 
+``--only capped`` checks that a cap holds when the server sends no usage in streamed replies
+(llama-cpp-python ignores ``stream_options.include_usage``): an agent made to call
+``word_count`` on every step runs under ``Budget(max_cost=0.02)`` (the model priced at $10
+in, $30 out per million tokens) and then ``Budget(max_tokens=2500)``, once plain and once
+through ``Runtime.stream_agent``; one line per run gives its status, limit, turns, tokens,
+cost and ``unmeasured_calls``. Passes when every run stopped at its cap and each streamed
+run within one model call of the plain one.
+
 ``--only raw-format`` runs the same task the old way for comparison: ``response_format``
 with ``Decision``'s schema in ``request_params`` and no ``output`` (``--response-format
 json_object`` for llama-cpp-python, which takes the schema beside ``json_object``); the line
@@ -298,7 +306,38 @@ def streamed_team(options: dict[str, Any], style: str, params: dict[str, Any]) -
     return Outcome(passed, result.turns if result else 0, tokens, detail)
 
 
+def capped(options: dict[str, Any], style: str, params: dict[str, Any]) -> Outcome:
+    prices = {options["model"]: {"input": 10.0, "output": 30.0}}
+    caps = {"maxCost": Budget(max_cost=0.02, max_turns=30), "maxTokens": Budget(max_tokens=2500, max_turns=30)}
+    passed, turns, tokens, lines = True, 0, 0, []
+    for limit, budget in caps.items():
+        registry = {"counter": AgentDef("counter", "Counts words", tools=[word_count], budget=budget)}
+        runs = {}
+        for mode in ("plain", "stream"):
+            forcing = {**params, "tool_choice": forced(style, "word_count")}
+            with Runtime(registry, **options, prices=prices, request_params=forcing) as rt:
+                prompt = "Count the words in 'to be or not to be' with word_count, again and again."
+                if mode == "plain":
+                    result = rt.run_agent("counter", prompt)
+                else:
+                    with rt.stream_agent("counter", prompt) as stream:
+                        for _ in stream:
+                            pass
+                    result = stream.result
+            runs[mode] = result
+            cost = "None" if result.cost is None else f"${result.cost:.4f}"
+            usage = result.usage
+            lines.append(f"{limit:<9} {mode:<6} status={result.status} limit={result.limit} turns={result.turns} "
+                         f"tokens={usage.total_tokens} cost={cost} unmeasured_calls={usage.unmeasured_calls}")
+            turns, tokens = turns + result.turns, tokens + result.usage.total_tokens
+        passed &= all(run.limit == limit for run in runs.values())
+        passed &= abs(runs["stream"].turns - runs["plain"].turns) <= 1
+    print("\n".join(f"    {line}" for line in lines), flush=True)
+    return Outcome(passed, turns, tokens, "every run stopped at its cap" if passed else "a run did not stop at its cap")
+
+
 SCENARIOS: dict[str, Callable[..., Outcome]] = {
+    "capped": capped,
     "resume-once": resume_once,
     "tool-loop": tool_loop,
     "team": team,

@@ -250,7 +250,7 @@ def test_anthropic_prompt_tokens_include_cache_reads_and_writes():
 
 
 @responses.activate(registry=OrderedRegistry)
-def test_a_reply_without_usage_is_counted_by_an_estimate_and_warns_once_per_client(caplog):
+def test_a_reply_without_usage_counts_zero_and_warns_once_per_client(caplog):
     for _ in range(3):
         responses.post(OPENAI_URL, json=oa_reply({"content": "hi"}, usage=None))
     caplog.set_level(logging.WARNING, logger="toolnexus")
@@ -258,8 +258,8 @@ def test_a_reply_without_usage_is_counted_by_an_estimate_and_warns_once_per_clie
         results = [client.run("x") for _ in range(2)]
     with openai_client() as other:
         other.run("x")
-    assert [r.usage.estimated_calls for r in results] == [1, 1]
-    assert all(r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens > 0 for r in results)
+    assert [r.usage.total_tokens for r in results] == [0, 0]
+    assert [r.usage.unmeasured_calls for r in results] == [1, 1]
     warnings = [r for r in caplog.records if "no usage" in r.getMessage()]
     assert len(warnings) == 2  # one per client
 

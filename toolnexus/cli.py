@@ -70,6 +70,8 @@ def _summary(rt: Runtime, result: AgentResult, top: str | None, out: IO[str]) ->
         out.write(f"total tokens: {views[0].tokens}\n")  # the top handle's: its own and its teammates'
         if views[0].cost is not None:
             out.write(f"total cost: {dollars(views[0].cost)}\n")
+        if views[0].unmeasured_calls:  # the totals above are a lower bound
+            out.write(f"model calls without usage (counted 0): {views[0].unmeasured_calls}\n")
     out.write("\nfinal tree:\n")
     out.write("\n".join(tree_lines(views)) + "\n")
     out.flush()

@@ -46,7 +46,8 @@ def tree_lines(
         label = "  " * depth[view.id] + view.id
         line = f"{label:<{width}}  {shown[view.id]:<{state_width}}  turns {view.turns:>2}  tokens {view.tokens:>6}"
         if priced:
-            line += f"  cost {dollars(view.cost or 0.0):>10}"
+            shown_cost = dollars(view.cost) if view.cost is not None else "-"  # nothing it spent was priced
+            line += f"  cost {shown_cost:>10}"
         if view.pending is not None:
             line += "  (waiting for an answer)"
         lines.append(line.rstrip())

@@ -69,10 +69,10 @@ class Usage:
     #: US dollars, at the ``prices=`` of the model; ``None`` when the model has no price.
     #: A sum is ``None`` only when no part of it was priced.
     cost: float | None = None
-    #: Of the model calls summed here, those whose server reported no usage: their tokens
-    #: (and so their cost) are the library's estimate, not the server's count. ``0``: every
-    #: number here was measured by the server.
-    estimated_calls: int = 0
+    #: Of the model calls summed here, those whose server reported no usage: they count 0
+    #: tokens and no cost, so with any of them the tokens and ``cost`` here are a lower bound
+    #: (``cost`` stays ``None`` when no call was priced). ``0``: the server measured every call.
+    unmeasured_calls: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -81,7 +81,7 @@ class Usage:
             total_tokens=self.total_tokens + other.total_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             cost=add_cost(self.cost, other.cost),
-            estimated_calls=self.estimated_calls + other.estimated_calls,
+            unmeasured_calls=self.unmeasured_calls + other.unmeasured_calls,
         )
 
 
@@ -94,12 +94,14 @@ class Usage:
             total_tokens=self.total_tokens - before.total_tokens,
             cached_tokens=self.cached_tokens - before.cached_tokens,
             cost=cost_since(self.cost, before.cost),
-            estimated_calls=self.estimated_calls - before.estimated_calls,
+            unmeasured_calls=self.unmeasured_calls - before.unmeasured_calls,
         )
 
 
 #: Nothing spent.
 NO_USAGE = Usage()
+#: One model call whose server reported no usage: 0 tokens, not priced.
+UNMEASURED = Usage(unmeasured_calls=1)
 
 
 def add_cost(a: float | None, b: float | None) -> float | None:
@@ -279,6 +281,9 @@ class HandleView:
     #: US dollars this handle spent, its descendants' included (as ``tokens``); ``None``
     #: when it was never charged a priced call.
     cost: float | None = None
+    #: Of the model calls in ``tokens``, those whose server reported no usage (counted 0):
+    #: with any, ``tokens`` and ``cost`` are a lower bound.
+    unmeasured_calls: int = 0
 
 
 @attrs.frozen(kw_only=True)

@@ -13,7 +13,8 @@ been unstreamed. ``on_retry`` hears of every retry, so a consumer can drop the t
 the attempt that failed. A server whose streamed replies carry no usage (llama-cpp-python
 ignores ``stream_options.include_usage``) is remembered: from then on a call whose usage
 a cap depends on (``ModelCall.needs_usage``) is made plain, so that its usage is measured,
-and its text is handed over in one piece.
+and its text is handed over in one piece. A plain reply without usage to such a call is
+refused (``LLMError`` naming the server): the cap could not be kept.
 
 A wire style is a module that satisfies ``WireStyle`` (defined in ``toolnexus.styles``,
 and importable from here too); registering it there is all a new style needs, and mypy
@@ -49,9 +50,10 @@ log = logging.getLogger("toolnexus")
 
 REFUSED_PARAMS = ("messages", "tools", "stream")
 _STREAMS_LACK_USAGE = (
-    "the model server at %s streams replies without usage (it ignores stream_options.include_usage): their tokens "
-    "are estimated, and calls under a max_tokens or max_cost cap are made plain from now on"
+    "the model server at %s streams replies without usage (it ignores stream_options.include_usage): they count "
+    "0 tokens, and calls under a max_tokens or max_cost cap are made plain from now on"
 )
+_UNMEASURABLE = "the server reports no usage, so the max_tokens/max_cost cap on this run cannot be kept"
 _CREDENTIAL_HEADER = re.compile(r"^(authorization|proxy-authorization|api-key)$|key|token|secret", re.IGNORECASE)
 
 
@@ -80,7 +82,7 @@ class ModelCall:
     #: An agent's own ``request_params``, merged over the client's or runtime's (they win).
     request_params: Mapping[str, Any] | None = None
     #: A cap (``max_tokens``, ``max_cost``) depends on this call's usage: made plain, not
-    #: streamed, on a server known to stream no usage.
+    #: streamed, on a server known to stream no usage; a plain reply without usage fails it.
     needs_usage: bool = False
     #: The run has called a tool already: a ``tool_choice`` that forces a call is sent as
     #: ``auto``, so that the model can answer (forced on every step, it never could)...
@@ -175,6 +177,9 @@ class HttpEngine:
             return reply
         data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)
         reply = self._parsed(data)
+        if reply.usage_missing and call.needs_usage:
+            shown = self.transport.excerpt(json.dumps(data, ensure_ascii=False))
+            raise unmeasurable(self.transport.public_url, shown, status=200)
         if call.on_text is not None and reply.text:
             call.on_text(reply.text)  # a watched call made plain: its text in one piece
         return reply
@@ -265,6 +270,8 @@ class InProcessEngine:
         except WireError as exc:
             cause = f"unreadable reply: {exc}"
             raise LLMError(f"generate() failed: {cause}", status=None, body_excerpt=repr(raw)[:1000], url="generate()", cause=cause) from exc
+        if reply.usage_missing and call.needs_usage:
+            raise unmeasurable("generate()", repr(raw)[:1000])
         if call.on_text is not None and reply.text:
             call.on_text(reply.text)  # the whole text at once: the model gave it so
         return reply
@@ -274,6 +281,12 @@ class InProcessEngine:
 
     def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
         return None
+
+
+def unmeasurable(url: str, excerpt: str, status: int | None = None) -> LLMError:
+    """The refusal of a reply without usage to a call a cap depends on: final, never retried."""
+    message = f"model call to {url} failed: {_UNMEASURABLE}"
+    return LLMError(message, status=status, body_excerpt=excerpt, url=url, cause=_UNMEASURABLE)
 
 
 def check_credential(what: str, value: str) -> None:

@@ -359,8 +359,8 @@ class RunEvents:
             "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.total_tokens,
         }
-        if usage.estimated_calls:
-            counts["estimated"] = True  # the server reported none: the library's estimate
+        if usage.unmeasured_calls:
+            counts["unmeasured"] = True  # the server reported none: 0 tokens, not a count
         self._emit(self.handle, "message", {"text": reply.text, "tool_calls": calls, "usage": counts})
 
     def calls(self, calls: list[ToolCall]) -> None:

@@ -17,9 +17,8 @@ from typing import Any, Callable
 import attrs
 
 from . import _jobs, budget, journal, pricing
-from .data import Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
+from .data import UNMEASURED, Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .engine import ModelCall, WireStyle
-from .estimate import estimated
 from .errors import Cancelled, LLMError, UnknownRequest
 from .journal import IN_DOUBT, RETRY_KIND, declined as _declined
 from .output import FINAL_RESULT, Accepted, check_toolkit
@@ -268,10 +267,10 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         spec.emit(_llm_event(spec, "error", started, Usage()))
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
-    if reply.usage_missing:  # counted all the same, and said to be an estimate
-        engine.once.warn("usage", "model replies carry no usage: their tokens are estimated (Usage.estimated_calls)")
-        reply = attrs.evolve(reply, usage=estimated(reply, spec.system, state.messages, tools))
-    if spec.price is not None:
+    if reply.usage_missing:  # 0 tokens and no cost, said to be unmeasured (CONTRACT §13)
+        engine.once.warn("usage", "model replies carry no usage: they count 0 tokens (Usage.unmeasured_calls)")
+        reply = attrs.evolve(reply, usage=UNMEASURED)
+    elif spec.price is not None:
         reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
     spec.emit(_llm_event(spec, "ok", started, reply.usage))
     if spec.journal is not None:
@@ -291,7 +290,8 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
 
 
 def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
-    """§8's event; with ``cost`` when the model has a price."""
+    """§8's event; with ``cost`` when the call was priced, ``unmeasured`` when the server
+    reported no usage."""
     event = {
         "event": "llm",
         "model": spec.model,
@@ -300,6 +300,8 @@ def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
     }
+    if usage.unmeasured_calls:
+        event["unmeasured"] = True
     return event if usage.cost is None else {**event, "cost": usage.cost}
 
 

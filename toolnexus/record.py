@@ -184,8 +184,8 @@ class HandleRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
-    #: Model calls charged here whose tokens were estimated (``Usage.estimated_calls``).
-    estimated_calls: int = 0
+    #: Model calls charged here whose server reported no usage (``Usage.unmeasured_calls``).
+    unmeasured_calls: int = 0
     #: The most one model call charged here has cost: how a call in flight is reckoned
     #: against a money cap (``budget.may_fly``).
     largest_cost: float | None = None
@@ -214,9 +214,8 @@ class HandleRecord:
     @property
     def spent(self) -> Usage:
         """The ledger as one ``Usage``: what the handle and its descendants spent."""
-        return Usage(
-            self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens, self.cost, self.estimated_calls
-        )
+        tokens = (self.prompt_tokens, self.completion_tokens, self.tokens, self.cached_tokens)
+        return Usage(*tokens, cost=self.cost, unmeasured_calls=self.unmeasured_calls)
 
     def charge(self, usage: Usage) -> None:
         """Add one model call's usage to the ledger (its cost, when it was priced)."""
@@ -224,7 +223,7 @@ class HandleRecord:
         self.prompt_tokens += usage.prompt_tokens
         self.completion_tokens += usage.completion_tokens
         self.cached_tokens += usage.cached_tokens
-        self.estimated_calls += usage.estimated_calls
+        self.unmeasured_calls += usage.unmeasured_calls
         if usage.cost is not None:
             self.cost = add_cost(self.cost, usage.cost)
             self.largest_cost = max(self.largest_cost or 0.0, usage.cost)
@@ -266,4 +265,5 @@ def view_of(r: HandleRecord) -> HandleView:
         inbox=len(r.inbox),
         pending=r.pending,
         cost=r.cost,
+        unmeasured_calls=r.unmeasured_calls,
     )
