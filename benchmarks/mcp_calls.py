@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SERVER = [sys.executable, str(ROOT / "tests" / "_mcp_server.py"), "stdio"]
 
-from toolnexus import ToolContext, mcp  # noqa: E402
+from toolnexus import ToolContext
+from toolnexus import mcp
 
 
 def ours(server: mcp.MCPServer, calls: int, threads: int) -> float:

@@ -34,7 +34,7 @@ from _mcp import hostile_command  # noqa: E402
 from _rawserver import RawServer  # noqa: E402
 
 from mcp_calls import interrupt_latency  # noqa: E402
-from toolnexus import mcp  # noqa: E402
+from toolnexus import mcp
 
 MIB = 1 << 20
 

@@ -57,8 +57,8 @@ from typing import Any, Callable
 import attrs
 
 from toolnexus import Budget, Client, LLMError, RunResult, Runtime, AgentDef, Tool, Toolkit, make_answer, make_request, suspend, tool
-from toolnexus._schema import schema_for_type
-from toolnexus.output import output_type
+from toolnexus._tools.schema import schema_for_type
+from toolnexus._tools.output import output_type
 
 
 @tool

@@ -130,7 +130,7 @@ Iteration = Callable[[], "tuple[float, str]"]
 
 
 def make_ours(base_url: str, session: Any = None) -> tuple[Iteration, Callable[[], None]]:
-    from toolnexus.engine import ConnectionOptions, ModelCall, build_engine
+    from toolnexus._model.engine import ConnectionOptions, ModelCall, build_engine
 
     engine = build_engine(ConnectionOptions(base_url=base_url, api_key=API_KEY, session=session))
     messages = [{"role": "user", "content": "tell me a story"}]

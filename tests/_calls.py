@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
-from toolnexus._cancel import CancelScope, TurnGate
-from toolnexus.engine import ConnectionOptions, ModelCall, build_engine
+from toolnexus._model.cancel import CancelScope, TurnGate
+from toolnexus._model.engine import ConnectionOptions, ModelCall, build_engine
 
 
 def engine_for(server, via=None, **options):

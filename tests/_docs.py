@@ -160,7 +160,7 @@ def missing_requirement(name: str) -> bool:
 
 def cli_commands() -> dict[str, object]:
     """The command line's subcommands and their parsers."""
-    from toolnexus import cli
+    from toolnexus.cli import commands as cli
 
     parser = cli._parser()
     for action in parser._actions:
@@ -273,7 +273,7 @@ def command_lines(block: Block) -> list[tuple[int, list[str]]]:
 
 def command_problem(arguments: list[str]) -> str | None:
     """Why the command line would refuse ``arguments``, or None."""
-    from toolnexus import cli
+    from toolnexus.cli import commands as cli
 
     parser = cli._parser()
     parser.exit_on_error = False

@@ -106,7 +106,7 @@ def test_none_and_auto_are_sent_as_they_are_on_every_step():
     ],
 )
 def test_anthropic_forced_tool_choice_is_made_auto_keeping_its_other_keys(choice, after):
-    from toolnexus.styles import anthropic
+    from toolnexus._model.styles import anthropic
 
     body = anthropic.build_body("c", [], [{"name": "word_count"}], None, {"tool_choice": choice})
     assert anthropic.unforced(body)["tool_choice"] == after and body["tool_choice"] == choice
@@ -155,14 +155,14 @@ def test_a_typed_run_keeps_a_forced_tool_choice_that_lets_it_call_final_result(c
     ],
 )
 def test_openai_forced_tool_choice_is_made_auto_unless_it_allows_the_kept_tool(choice, keep, after):
-    from toolnexus.styles import openai
+    from toolnexus._model.styles import openai
 
     body = openai.build_body("m", [], [{"type": "function", "function": {"name": "final_result"}}], None, {"tool_choice": choice})
     assert openai.unforced(body, keep=keep)["tool_choice"] == after
 
 
 def test_a_team_file_agent_takes_reset_tool_choice_and_refuses_a_non_boolean(tmp_path):
-    from toolnexus.teamfile import TeamFileError, load_team
+    from toolnexus.cli.teamfile import TeamFileError, load_team
 
     base = '[connection]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n\n[agents.counter]\ndoes = "counts"\n'
     good = tmp_path / "good.toml"

@@ -10,9 +10,9 @@ import pytest
 
 from _helpers import make_client, text
 from toolnexus import ConfigError, Tool, tool
-from toolnexus._schema import MAX_SCHEMA_DEPTH, schema_for_type
-from toolnexus._validate import problems
-from toolnexus.output import output_type
+from toolnexus._tools.schema import MAX_SCHEMA_DEPTH, schema_for_type
+from toolnexus._tools.validate import problems
+from toolnexus._tools.output import output_type
 from toolnexus.testing import ScriptedModel
 
 DEEP = 5_000

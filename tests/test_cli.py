@@ -16,7 +16,7 @@ import pytest
 import toolnexus
 from _teamfiles import APPROVAL_TOOLS
 from toolnexus import AgentDef, Runtime
-from toolnexus.cli import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
+from toolnexus.cli.commands import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
 from toolnexus.data import HandleView, make_request
 from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 

@@ -19,7 +19,7 @@ from toolnexus.data import (
     make_request,
 )
 from toolnexus.errors import ToolnexusError, WireError
-from toolnexus.tools import suspend
+from toolnexus._tools.tools import suspend
 from toolnexus.wire import from_json, to_json
 
 FULL_REQUEST = Request(

@@ -7,7 +7,7 @@ import pytest
 
 from _helpers import EMPTY_SCHEMA
 from toolnexus import AgentDef, Budget, ConfigError, Runtime, SpawnError, Tool, agent
-from toolnexus import budget as budgets
+from toolnexus._team import budget as budgets
 
 CAPS = [field.name for field in attrs.fields(Budget)]
 

@@ -15,7 +15,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from toolnexus import AgentDef, ConfigError, UnknownRequest, make_answer, make_request, success, suspend, tool  # noqa: E402
-from toolnexus.django import approvals, build_runtime, conf  # noqa: E402
+from toolnexus.django import build_runtime
+from toolnexus.django import approvals
+from toolnexus.django import conf
 from toolnexus.django.state import TABLES, DjangoState  # noqa: E402
 from toolnexus.testing import tool_messages  # noqa: E402
 

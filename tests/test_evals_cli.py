@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from toolnexus.cli import main
+from toolnexus.cli.commands import main
 from toolnexus.evals import Report
 from toolnexus.testing import ScriptedLLMServer, last_user_text, text_completion
 

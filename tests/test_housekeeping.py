@@ -21,7 +21,7 @@ import pytest
 
 from _teamfiles import APPROVAL_TOOLS, write_team
 from toolnexus import ConfigError, Runtime, UnknownHandle, make_answer
-from toolnexus.teamfile import load_team
+from toolnexus.cli.teamfile import load_team
 from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 
 TEAM = {

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from _mcp import HERE, children, process_gone, raw_command, sdk_stdio_command
-from toolnexus.cli import TeamFileError, load_team, main
+from toolnexus.cli.commands import TeamFileError, load_team, main
 from toolnexus.testing import ScriptedLLMServer, responder_by_model, tool_messages
 
 

@@ -16,12 +16,13 @@ from responses.registries import OrderedRegistry
 from _durable_team import files, state  # noqa: F401 - fixtures
 from conftest import HANG_TIMEOUT, run_in_thread
 from toolnexus import AgentDef, Budget, Client, ConfigError, Runtime, SpawnError, Tool, Toolkit, agent
-from toolnexus._cancel import CancelScope
-from toolnexus.cli import TeamFileError, load_team, main, tree_lines
+from toolnexus._model.cancel import CancelScope
+from toolnexus.cli.commands import TeamFileError, load_team, main, tree_lines
 from toolnexus.data import HandleView, Usage
 from toolnexus.errors import Cancelled
-from toolnexus.spending import Cap, Spending
-from toolnexus.styles import anthropic, openai
+from toolnexus._run.spending import Cap, Spending
+from toolnexus._model.styles import anthropic
+from toolnexus._model.styles import openai
 from toolnexus.testing import ScriptedLLMServer, ScriptedModel, text_completion, tool_call_completion, tool_messages
 
 #: Every scripted call: 1,000 tokens in, 200 out.

@@ -26,8 +26,9 @@ from toolnexus import (
     make_request,
     suspend,
 )
-from toolnexus.styles import anthropic as anthropic_style, openai as openai_style
-from toolnexus.teamfile import TeamFileError, load_team
+from toolnexus._model.styles import anthropic as anthropic_style
+from toolnexus._model.styles import openai as openai_style
+from toolnexus.cli.teamfile import TeamFileError, load_team
 from toolnexus.testing import ScriptedModel
 
 OPENAI_BASE = "https://llm.test/v1"
@@ -217,7 +218,7 @@ def test_anthropic_transcript_missing_results_gets_them_in_the_answering_user_me
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "a", "input": {}}, {"type": "tool_use", "id": "t2", "name": "b", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "waiting"}]},
     ]
-    from toolnexus.loop import NOT_RUN
+    from toolnexus._run.loop import NOT_RUN
 
     fixed = anthropic_style.answer_every_call(messages, NOT_RUN)
     assert len(fixed) == 3

@@ -11,9 +11,10 @@ import pytest
 
 from conftest import run_in_thread
 from toolnexus import AgentDef, Answer, Client, ConfigError, LLMError, Request, Runtime, Tool, ToolResult, Toolkit, WireError
-from toolnexus.inbox import render_input
-from toolnexus.record import InboxItem
-from toolnexus.styles import anthropic as anthropic_style, openai as openai_style
+from toolnexus._team.inbox import render_input
+from toolnexus._team.record import InboxItem
+from toolnexus._model.styles import anthropic as anthropic_style
+from toolnexus._model.styles import openai as openai_style
 from toolnexus.wire import MAX_DEPTH, from_json, to_json
 
 ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}}

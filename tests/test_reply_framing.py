@@ -223,7 +223,7 @@ def test_work_given_to_while_waiting_runs_once_while_the_reply_is_awaited(server
     the reply is read: a server that answers only once that work has run still answers."""
     import threading
 
-    from toolnexus.transport import Transport
+    from toolnexus._model.transport import Transport
 
     ran = threading.Event()
     calls = []

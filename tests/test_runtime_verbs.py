@@ -17,7 +17,7 @@ from toolnexus import (
     UnknownHandle,
     make_answer,
 )
-from toolnexus.handle import Handle
+from toolnexus._team.handle import Handle
 from toolnexus.testing import USAGE, ScriptedModel, last_user_text, tool_messages
 
 from _helpers import EMPTY_SCHEMA, HANG, Asker, Recorder, asker_runtime, asker_step, call, calls, gated_runtime, spawn_pending, task

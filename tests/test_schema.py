@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional
 
 import pytest
 
-from toolnexus._schema import first_paragraph, function_schema, schema_for_type, takes_context
+from toolnexus._tools.schema import first_paragraph, function_schema, schema_for_type, takes_context
 
 
 @pytest.mark.parametrize(

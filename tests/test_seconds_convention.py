@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 
 import toolnexus.celery as tn_celery
-from toolnexus import AgentDef, Budget, Client, LLMError, Runtime, Usage, mcp, seconds, wire
-from toolnexus.cli import load_team
+from toolnexus import AgentDef, Budget, Client, LLMError, Runtime, Usage
+from toolnexus import mcp
+from toolnexus import _seconds as seconds
+from toolnexus import wire
+from toolnexus.cli.commands import load_team
 from toolnexus.errors import ConfigError
 from toolnexus.testing import ScriptedLLMServer, text_completion
 

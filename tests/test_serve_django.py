@@ -14,7 +14,8 @@ import _django_site  # noqa: E402,F401  (configures the in-process site)
 from django.core.exceptions import PermissionDenied  # noqa: E402
 from django.test import RequestFactory  # noqa: E402
 
-from toolnexus._serve import SHARED, Access, Refused, for_django  # noqa: E402
+from toolnexus._serve import SHARED, Access, Refused
+from toolnexus._serve import for_django
 
 ACCESS = Access.build(lambda request: request.headers.get("X-User"), what="a Django view")
 ran: list[Any] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolnexus._sse import SSEDecoder, SSEEvent, iter_events
+from toolnexus._model.sse_reader import SSEDecoder, SSEEvent, iter_events
 
 
 def decode(*chunks: bytes) -> list[SSEEvent]:

@@ -13,7 +13,8 @@ import pytest
 
 import _stream_team as team
 from conftest import run_in_thread
-from toolnexus import Runtime, ToolnexusError, make_answer, sse
+from toolnexus import Runtime, ToolnexusError, make_answer
+from toolnexus import sse
 
 HANG = 10.0
 

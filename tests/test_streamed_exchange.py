@@ -18,7 +18,7 @@ from _helpers import HANG
 from _rawserver import anthropic_events, answer, completion, openai_chunks, sse, stream, tool_call
 from conftest import run_in_thread
 from toolnexus import Client, LLMError
-from toolnexus.engine import ConnectionOptions, ModelCall, build_engine
+from toolnexus._model.engine import ConnectionOptions, ModelCall, build_engine
 
 
 def test_the_first_text_piece_arrives_within_50_ms_of_being_written_long_before_the_reply_ends(servers, via):

@@ -636,7 +636,8 @@ def test_sse_frames_are_id_event_and_one_line_of_json_with_keep_alives_in_silenc
 
 
 def test_sse_refuses_a_bad_last_event_id_before_the_first_frame(cleanup: Any) -> None:
-    from toolnexus import ToolnexusError, sse
+    from toolnexus import ToolnexusError
+    from toolnexus import sse
 
     rt = lead_runtime(cleanup)
     with pytest.raises(ToolnexusError, match="not an event id"):

@@ -6,8 +6,8 @@ import pytest
 
 from toolnexus.data import ToolCall, ToolResult, Usage
 from toolnexus.errors import WireError
-from toolnexus.styles import anthropic as style
-from toolnexus.styles import get_style
+from toolnexus._model.styles import anthropic as style
+from toolnexus._model.styles import get_style
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 TOOLS = [{"name": "echo", "description": "d", "input_schema": {"type": "object", "properties": {}}}]

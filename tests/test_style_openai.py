@@ -8,8 +8,8 @@ import pytest
 
 from toolnexus.data import ToolCall, ToolResult, Usage
 from toolnexus.errors import WireError
-from toolnexus.styles import get_style
-from toolnexus.styles import openai as style
+from toolnexus._model.styles import get_style
+from toolnexus._model.styles import openai as style
 from toolnexus.testing import text_completion
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from toolnexus._sse import iter_events
+from toolnexus._model.sse_reader import iter_events
 from toolnexus.data import ToolCall
 from toolnexus.errors import StreamEventError, WireError
-from toolnexus.styles import anthropic, openai
+from toolnexus._model.styles import anthropic
+from toolnexus._model.styles import openai
 
 
 def events_of(text):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from toolnexus.cli import TeamFileError, load_team, main
+from toolnexus.cli.commands import TeamFileError, load_team, main
 
 TIMEOUT = 60
 
@@ -89,7 +89,7 @@ def test_a_module_next_to_the_team_file_does_not_shadow_an_installed_package(tmp
     team = write_team(tmp_path, '[agents.a]\ndoes = "x"\ntools = ["lookups:where"]\n')
     script = (
         "import sys\n"
-        "from toolnexus.teamfile import load_team\n"
+        "from toolnexus.cli.teamfile import load_team\n"
         f"tool = load_team({str(team)!r}).registry['a'].tools[0]\n"
         "print(tool.execute({}, None))\n"
     )

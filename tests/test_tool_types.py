@@ -226,7 +226,7 @@ def test_ask_takes_a_list_of_tools():
     [{"n": 1, "x": 1.5, "s": "a", "b": True, "l": [], "d": {}}, {"n": True}, {"n": 1.0}, {"x": True}, {"s": None}, {"o": None}, {"o": "a"}, {"zz": 1}, {}],
 )
 def test_the_quick_check_never_passes_what_the_full_check_refuses(args):
-    from toolnexus import _validate
+    from toolnexus._tools import validate as _validate
 
     schema = {
         "type": "object",

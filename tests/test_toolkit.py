@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from toolnexus.data import ToolResult
-from toolnexus.toolkit import Toolkit
-from toolnexus.tools import Tool, ToolContext, tool
+from toolnexus._tools.toolkit import Toolkit
+from toolnexus._tools.tools import Tool, ToolContext, tool
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 

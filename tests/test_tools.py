@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from toolnexus.data import Answer, ToolResult, make_request
-from toolnexus.tools import Tool, ToolContext, failure, is_suspension, sanitize_name, success, suspend, tool
+from toolnexus._tools.tools import Tool, ToolContext, failure, is_suspension, sanitize_name, success, suspend, tool
 
 
 def test_tool_as_bare_decorator():

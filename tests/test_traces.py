@@ -455,7 +455,7 @@ def test_without_opentelemetry_nothing_of_it_is_imported():
 
 
 def test_the_trace_context_of_a_queued_turn_is_plain_text_headers(spans):
-    from toolnexus import tracing
+    from toolnexus._run import tracing
 
     assert tracing.capture() == {}  # no active span: the turn would start its own trace
     with trace.get_tracer("host").start_as_current_span("host") as host:
@@ -492,7 +492,8 @@ def test_an_interrupted_turn_ends_its_span_as_interrupted_not_failed(spans, clea
 
 
 def test_finish_reasons_come_from_the_wire():
-    from toolnexus.styles import anthropic, openai
+    from toolnexus._model.styles import anthropic
+    from toolnexus._model.styles import openai
 
     reply = openai.parse_reply({"choices": [{"message": {"role": "assistant", "content": "cut"}, "finish_reason": "length"}]})
     assert reply.finish_reason == "length"

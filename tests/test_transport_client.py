@@ -12,7 +12,7 @@ from responses import matchers
 from responses.registries import OrderedRegistry
 
 from toolnexus import Client, ConfigError, InMemoryStore, LLMError, Tool, Toolkit
-from toolnexus.transport import _retry_delay, retry_after_seconds
+from toolnexus._model.transport import _retry_delay, retry_after_seconds
 
 OPENAI_BASE = "https://llm.test/v1"
 OPENAI_URL = OPENAI_BASE + "/chat/completions"

@@ -17,7 +17,7 @@ import _typed_team as team
 from _helpers import call, calls, text
 from _services import service_url
 from toolnexus import AgentDef, Budget, ConfigError, Runtime, Tool, Toolkit, agent, tool
-from toolnexus.teamfile import TeamFileError, load_team
+from toolnexus.cli.teamfile import TeamFileError, load_team
 from toolnexus.testing import ScriptedModel, tool_messages
 
 HERE = Path(__file__).resolve().parent

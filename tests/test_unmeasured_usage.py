@@ -17,7 +17,7 @@ import pytest
 from _durable_team import files  # noqa: F401 - fixture
 from conftest import run_in_thread
 from toolnexus import AgentDef, Budget, Client, Event, Runtime, Tool
-from toolnexus.cli import main, tree_lines
+from toolnexus.cli.commands import main, tree_lines
 from toolnexus.data import HandleView
 from toolnexus.testing import (
     ScriptedLLMServer,

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from _helpers import HANG
 from conftest import run_in_thread
-from toolnexus import _jobs, agent, tool
+from toolnexus import agent, tool
+from toolnexus._team import jobs as _jobs
 from toolnexus.testing import ScriptedLLMServer, completion
 
 

@@ -2,9 +2,9 @@
 
 import logging
 
-from .agent import Agent, agent
-from .agentdef import AgentDef
-from .client import Client
+from ._team.level1 import Agent, agent
+from ._team.agentdef import AgentDef
+from ._run.client import Client
 from .data import (
     AgentResult,
     Answer,
@@ -33,14 +33,14 @@ from .errors import (
     UnknownRequest,
     WireError,
 )
-from .handle import Handle
+from ._team.handle import Handle
 from .hooks import HookFunctions, HooksLike
-from .pool import WorkerPool
-from .runtime import Runtime
-from .store import ConversationStore, InMemoryStore, LockingStore
-from .streams import RunStream
-from .toolkit import Toolkit
-from .tools import Tool, ToolContext, failure, success, suspend, tool
+from ._team.pool import WorkerPool
+from ._team.runtime import Runtime
+from ._stores.conversations import ConversationStore, InMemoryStore, LockingStore
+from ._events.streams import RunStream
+from ._tools.toolkit import Toolkit
+from ._tools.tools import Tool, ToolContext, failure, success, suspend, tool
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """``python -m toolnexus``: the same as the ``toolnexus`` command."""
 
-from .cli import main
+from .cli.commands import main
 
 raise SystemExit(main())

@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 from celery import Celery, signals  # type: ignore[import-untyped]
 
-from . import seconds
+from . import _seconds as seconds
 from .errors import ConfigError, DispatchError
-from .runtime import Runtime
+from ._team.runtime import Runtime
 
 log = logging.getLogger("toolnexus")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from . import seconds
+from . import _seconds as seconds
 from .errors import ConfigError
 
 

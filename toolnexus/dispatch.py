@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, runtime_checkable
 
-from . import _jobs
+from ._team import jobs as _jobs
 from .errors import ToolnexusError
 
 if TYPE_CHECKING:
-    from .handle import Handle, Turn
-    from .tree import HandleTree
+    from ._team.handle import Handle, Turn
+    from ._team.tree import HandleTree
 
 log = logging.getLogger("toolnexus")
 

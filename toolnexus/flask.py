@@ -64,15 +64,17 @@ from typing import Any, Callable, Iterator
 
 import flask
 
-from . import seconds, sse
-from ._serve import Access, Held, Refused, StreamSlots, bindings_of, for_flask, not_found
+from . import _seconds as seconds
+from . import sse
+from ._serve import Access, Held, Refused, StreamSlots, bindings_of, not_found
+from ._serve import for_flask
 from ._serve.bodies import MAX_BODY, check_limit
 from ._serve.slots import MAX_STREAMS
-from .agent import Agent
+from ._team.level1 import Agent
 from .data import AgentResult, Answer, HandleView
 from .errors import HandleClosed, SpawnError, StateError, ToolnexusError, UnknownHandle, UnknownRequest, WireError
-from .runtime import Runtime
-from .streams import parse_after
+from ._team.runtime import Runtime
+from ._events.streams import parse_after
 from .wire import from_wire, to_wire
 
 __all__ = ["Toolnexus", "blueprint"]

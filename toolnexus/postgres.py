@@ -23,7 +23,7 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
-from .sql import SqlState
+from ._stores.sql import SqlState
 
 log = logging.getLogger("toolnexus")
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from .data import Event
-from .streams import RunStream, parse_after
+from ._events.streams import RunStream, parse_after
 from .wire import to_json
 
 if TYPE_CHECKING:
-    from .handle import Handle
-    from .runtime import Runtime
+    from ._team.handle import Handle
+    from ._team.runtime import Runtime
 
 #: The response headers of an event stream (no caching, no proxy buffering).
 HEADERS: dict[str, str] = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

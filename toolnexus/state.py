@@ -18,7 +18,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from .errors import ConfigError, StateError
-from .sql import SCHEMA_VERSION, SqlState, StateStore
+from ._stores.sql import SCHEMA_VERSION, SqlState, StateStore
 
 log = logging.getLogger("toolnexus")
 

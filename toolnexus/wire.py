@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import attrs
 
-from . import _schema
+from ._tools import schema as _schema
 from .data import AgentResult, Answer, Budget, HandleView, Request, RunResult, ToolCallRecord, ToolResult, Usage
 from .errors import ConfigError, WireError
 

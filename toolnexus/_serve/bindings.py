@@ -39,8 +39,8 @@ from ..wire import check_json
 from .refused import Refused
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
-    from ..sql import StateStore
+    from .._team.runtime import Runtime
+    from .._stores.sql import StateStore
 
 #: Random bytes in a public id: 128 bits, 22 URL-safe characters.
 ID_BYTES = 16

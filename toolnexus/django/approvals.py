@@ -15,7 +15,7 @@ from django.dispatch import Signal
 
 from ..data import AgentResult, Answer, Request, make_answer
 from ..errors import UnknownRequest
-from ..runtime import Runtime
+from .._team.runtime import Runtime
 from .conf import in_database, runtime, state_database, tree_of
 from .models import PendingRequest, expires_at
 

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from ..agent import Agent
-from ..runtime import Runtime
+from .._team.level1 import Agent
+from .._team.runtime import Runtime
 from .hygiene import closing_connections
 
 #: Keys whose value may be given as a dotted import path.

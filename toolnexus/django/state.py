@@ -28,7 +28,7 @@ from typing import Any, Iterator, Sequence
 from django.db import DatabaseError, connections, transaction
 
 from ..errors import ConfigError, StateError
-from ..sql import SCHEMA_VERSION, SqlState
+from .._stores.sql import SCHEMA_VERSION, SqlState
 
 #: Connections the PostgreSQL state keeps per process (besides one for LISTEN).
 POSTGRES_POOL_SIZE = 4

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from django.test import runner as django_runner
 
-from ..runtime import Runtime
+from .._team.runtime import Runtime
 from . import conf
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError, WireError
-from ..runtime import Runtime
-from ..teamfile import Team, TeamFileError, _imported, load_team
+from .._team.runtime import Runtime
+from ..cli.teamfile import Team, TeamFileError, _imported, load_team
 from .dataset import Dataset
 from .report import Report
 from .runner import evaluate

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import attrs
 
-from ..agent import Agent
+from .._team.level1 import Agent
 from ..data import AgentResult, RunResult
 from ..errors import ConfigError, SpawnError
-from ..seconds import optional_duration
+from .._seconds import optional_duration
 from .dataset import Case, Dataset
 from .progress import Progress
 from .report import Report
@@ -21,7 +21,7 @@ from .results import CaseResult
 from .scoring import Scorer, as_text, exact, named, score
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
+    from .._team.runtime import Runtime
 
 log = logging.getLogger("toolnexus")
 

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import attrs
 
-from .. import _schema
+from .._tools import schema as _schema
 from ..errors import ConfigError, WireError
 from ..wire import build, to_json
 
 if TYPE_CHECKING:
-    from ..client import Client
+    from .._run.client import Client
     from .dataset import Case
     from .results import CaseResult
 

@@ -15,7 +15,7 @@ import os
 import shlex
 from typing import Sequence
 
-from .. import seconds
+from .. import _seconds as seconds
 from ..errors import ConfigError
 from . import _stdio
 from ._rpc import Session
@@ -95,8 +95,8 @@ def http(
     timeout = seconds.duration("timeout", timeout)
     limit = _byte_limit(max_message_bytes)
     fixed = {str(key): str(value) for key, value in (headers or {}).items()}
-    from . import _http  # requests loads only for a server reached over HTTP
-    from ..transport import public_url
+    from . import _http
+    from .._model.transport import public_url
 
     def connect(session: Session) -> _http.HttpWire:
         return _http.HttpWire(session, url, fixed, limit)

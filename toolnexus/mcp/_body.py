@@ -16,8 +16,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Iterator
 
-from .._cancel import CancelScope
-from .._sse import SSEDecoder, SSEEvent
+from .._model.cancel import CancelScope
+from .._model.sse_reader import SSEDecoder, SSEEvent
 from ._rpc import TooLarge
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ import time
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
-from .._cancel import CancelScope, set_current_scope
-from ..transport import cancellable_session, describe_failure, public_url
+from .._model.cancel import CancelScope, set_current_scope
+from .._model.transport import cancellable_session, describe_failure, public_url
 from ._body import Body, severed_at
 from ._rpc import Cancel, Expired, Failed, Gone, Pending, Refused, Session, decode, woken_by
 

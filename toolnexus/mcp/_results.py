@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from ..data import ToolResult
 from ..errors import ConfigError
-from ..tools import Tool, ToolContext
+from .._tools.tools import Tool, ToolContext
 
 log = logging.getLogger("toolnexus")
 

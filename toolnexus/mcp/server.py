@@ -16,7 +16,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..data import ToolResult
 from ..errors import ToolnexusError
-from ..tools import Tool, ToolContext, failure
+from .._tools.tools import Tool, ToolContext, failure
 from . import _results
 from ._rpc import Expired, Failed, Gone, Session, Wire
 

@@ -39,7 +39,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from toolnexus import AgentResult, Answer, Request, UnknownRequest, WireError
-from toolnexus.django import approvals, runtime
+from toolnexus.django import runtime
+from toolnexus.django import approvals
 from toolnexus.wire import from_wire, parse_json, to_wire
 
 from .models import Complaint, Order

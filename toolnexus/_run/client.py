@@ -1,0 +1,300 @@
+"""``Client``: a synchronous tool-calling loop over one model endpoint.
+
+One client is safe to share between threads: each ``run`` works on its own transcript;
+the session, the prepared request template and the metrics are shared and read-only or
+lock-guarded.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+import weakref
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
+
+import attrs
+
+from . import loop
+from .._model import pricing
+from .. import _seconds as seconds
+from . import tracing
+from .._model.cancel import CancelScope
+from .._tools.resources import Held
+from ..data import Answer, Request, RunResult
+from .._model.engine import ConnectionOptions, HttpEngine, InProcessEngine, ModelEngine, build_engine
+from ..errors import ToolnexusError
+from .._events.log import EventLog, MemoryEvents, RunEvents
+from ..hooks import Hooks, HooksLike
+from .runspec import Engine, RunSpec
+from .metrics import Metrics, emitter
+from .._team.pool import WorkerPool
+from .._stores.conversations import ConversationStore, InMemoryStore, guard_for
+from .._events.streams import ClientRun, RunStream
+from .._tools.output import output_type
+from .._tools.toolkit import Toolkit, ToolsLike, as_toolkit
+
+if TYPE_CHECKING:
+    import requests
+
+_TOOL_WORKERS = 8
+_POOL_SIZE = 32  # kept-alive connections: one client is often shared by many threads
+
+
+class Client:
+    """A tool-calling loop against one model.
+
+    Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
+    ``generate`` for an in-process model. The API key defaults from the environment and
+    never appears in a log line, an exception, a repr or a trace span. With
+    ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
+    prompt and completion text to the spans.
+
+    ``inline=True`` runs every tool call on the thread that called ``run`` (the calls of
+    one turn one after another), so a tool shares that thread's database connection and
+    transaction. ``around_tool`` is a context-manager factory entered around every tool
+    call, on the thread that runs it.
+
+    ``timeout`` (seconds) bounds one whole model exchange (connect, send, the entire
+    body); a ``Retry-After`` longer than ``max_retry_after`` seconds fails at once instead
+    of sleeping, and ``close()`` cuts any exchange or retry wait in flight short. Failed
+    exchanges are tried ``retries`` times more, after ``retry_base`` seconds doubled each
+    time, plus jitter. (``timeout_ms``, ``retry_base_ms`` and ``max_retry_after_s`` still
+    work for this release, with a ``DeprecationWarning``.)
+
+    ``reset_tool_choice=True``: a ``tool_choice`` in ``request_params`` that forces a call
+    (a named tool, ``"required"``) holds only until the run has called a tool; later steps
+    send ``auto`` so the model can answer. Without it ``request_params`` go into every body
+    as they are.
+
+    ``prices`` (``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
+    dollars per million tokens; see ``toolnexus.pricing``) gives ``RunResult.usage`` its
+    ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for ``model``
+    the cost is ``None``.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        model: str,
+        style: str = "openai",
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        session: requests.Session | None = None,
+        generate: Callable[[dict[str, Any]], Any] | None = None,
+        system_prompt: str | None = None,
+        max_turns: int = 10,
+        retries: int = 2,
+        retry_base: float = 0.5,
+        timeout: float | None = None,
+        max_retry_after: float = 60.0,
+        hooks: HooksLike = None,
+        on_metric: Callable[[dict[str, Any]], Any] | None = None,
+        on_error: Callable[[dict[str, Any]], str] | None = None,
+        wait_for: Callable[[Request], Answer] | None = None,
+        store: ConversationStore | None = None,
+        request_params: dict[str, Any] | None = None,
+        inline: bool = False,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
+        trace_content: bool = False,
+        prices: Mapping[str, Any] | None = None,
+        reset_tool_choice: bool = False,
+        **renamed_options: Any,
+    ) -> None:
+        times = seconds.renamed("Client", renamed_options, {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after})
+        connection = ConnectionOptions.among({**locals(), **times})
+        price = pricing.table(prices).get(model)
+        self.model = model
+        self.inline = inline
+        self.style = style
+        self.base_url = base_url
+        self._tool_threads = WorkerPool(_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")  # started on first use
+        # inline: every tool call on the run's thread
+        self._engine = Engine(model=build_engine(connection, pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads.executor)
+        self._metrics = Metrics()
+        self._spec = RunSpec(
+            model=model,
+            system=system_prompt,
+            max_turns=max_turns,
+            hooks=Hooks.of(hooks),
+            wait_for=wait_for,
+            emit=emitter(self._metrics, on_metric),
+            around_tool=around_tool,
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
+            price=price,
+            reset_tool_choice=reset_tool_choice,
+        )
+        self._store: ConversationStore = store if store is not None else InMemoryStore()
+        self._guard = guard_for(self._store)
+        self._held = Held()  # what the tools of the toolkits it ran belong to (MCP servers)
+        # No reference back to the client, so dropping the last one frees it at once.
+        reached = self._engine.model if isinstance(self._engine.model, HttpEngine) else None
+        self._finalizer = weakref.finalize(self, _release_unclosed, repr(self), self._tool_threads, reached)
+        self._finalizer.atexit = False
+
+    def __repr__(self) -> str:
+        where = "generate=<in-process>" if isinstance(self._engine.model, InProcessEngine) else f"base_url={self.base_url!r}"
+        return f"Client(model={self.model!r}, style={self.style!r}, {where})"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def conversation_store(self) -> ConversationStore:
+        return self._store
+
+    def metrics(self) -> str:
+        """Prometheus text for every model call, tool call and run of this client."""
+        return self._metrics.render()
+
+    def run(self, prompt: str, toolkit: ToolsLike = None, *, history: list[dict[str, Any]] | None = None, output: Any = None) -> RunResult:
+        """Run the loop on ``prompt`` after ``history``; see the module docs for outcomes.
+
+        ``toolkit`` is a ``Toolkit``, or a list of tools or plain functions. With ``output=T``
+        (an attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict) the run ends
+        when the model gives a value of ``T`` through the ``final_result`` tool:
+        ``result.output`` is that value and ``result.text`` its JSON.
+
+        Raises:
+            LLMError: the model endpoint failed past the retries.
+            ConfigError: ``output`` cannot be given a schema, or the toolkit already has a
+                tool named ``final_result``.
+        """
+        return self._run(self._typed(output), prompt, toolkit, history)
+
+    def _run(self, spec: RunSpec, prompt: str, toolkit: ToolsLike, history: list[dict[str, Any]] | None) -> RunResult:
+        kit = as_toolkit(toolkit)
+        messages = loop.initial_messages(self._engine.style, spec.system, history, prompt)
+        return self._measured(kit, lambda: loop.start(self._engine, spec, kit, messages))
+
+    def _typed(self, output: Any) -> RunSpec:
+        return self._spec if output is None else attrs.evolve(self._spec, output=output_type(output))
+
+    def ask(self, prompt: str, toolkit: ToolsLike = None, *, id: str | None = None, output: Any = None) -> RunResult:
+        """``run`` with the conversation ``id`` loaded from and saved to the store.
+
+        Calls on one conversation run one after the other (each sees the last one's
+        exchange); calls on different conversations run in parallel.
+        """
+        return self._ask(self._typed(output), prompt, toolkit, id)
+
+    def _ask(self, spec: RunSpec, prompt: str, toolkit: ToolsLike, id: str | None) -> RunResult:
+        if id is None:
+            return self._run(spec, prompt, toolkit, None)
+        with self._guard.exclusive(self._store, id):
+            result = self._run(spec, prompt, toolkit, self._store.get(id) or [])
+            self._store.save(id, result.messages)
+            self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
+        return result
+
+    def stream(self, prompt: str, toolkit: ToolsLike = None, *, id: str | None = None, output: Any = None) -> RunStream:
+        """``ask`` as a ``RunStream``: its events (``text`` as the model writes it, each
+        ``message``, ``tool_call``, ``tool_result``, ``retry``, a ``pending`` request, and
+        the ``result``) while the run goes on, on a thread of its own (inline: on the
+        iterating thread). ``stream.result`` is the ``RunResult`` (with ``output=T``, typed
+        as ``run``'s: ``stream.result.output``); closing the stream early interrupts the
+        run; an ``LLMError`` is raised by the iteration.
+
+        Raises:
+            ConfigError: ``output`` cannot be given a schema.
+        """
+        log = EventLog()
+        scope = CancelScope()
+        spec = attrs.evolve(self._typed(output), scope=scope, events=RunEvents(None, MemoryEvents(log).emit, log, always_live=True))
+        return ClientRun(lambda: self._ask(spec, prompt, toolkit, id), log, scope.cancel, inline=self.inline).start()
+
+    def resume(
+        self,
+        pending: Request,
+        answer: Answer,
+        toolkit: ToolsLike = None,
+        *,
+        messages: list[dict[str, Any]] | None = None,
+        id: str | None = None,
+        output: Any = None,
+    ) -> RunResult:
+        """Continue a run that returned ``status="pending"``, from ``messages`` or the store.
+        A typed run is continued with the same ``output``.
+
+        With ``id`` the answer is claimed under the conversation: of two resumes with one
+        answer, one runs and the other raises ``UnknownRequest``, so the approved tool runs
+        once.
+
+        Raises:
+            UnknownRequest: ``answer.id`` is not ``pending.id``, the conversation is not
+                waiting on it (another resume took it), or the transcript has no call
+                waiting on it. Nothing changes.
+        """
+        if id is None:
+            if messages is None:
+                raise ToolnexusError("resume needs the pending run's messages or its conversation id")
+            return self._resumed(list(messages), pending, answer, toolkit, output)
+        with self._guard.exclusive(self._store, id):
+            claimed = self._guard.claim(id, answer.id)
+            try:
+                transcript = list(messages) if messages is not None else self._store.get(id) or []
+                result = self._resumed(transcript, pending, answer, toolkit, output)
+                self._store.save(id, result.messages)
+            except BaseException:
+                if claimed is not None:
+                    self._guard.left_waiting(id, claimed)  # nothing was saved: still waiting
+                raise
+            self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
+        return result
+
+    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: ToolsLike, output: Any) -> RunResult:
+        spec, kit = self._typed(output), as_toolkit(toolkit)
+        return self._measured(kit, lambda: loop.resume(self._engine, spec, kit, transcript, pending, answer))
+
+    def close(self) -> None:
+        """Cancel model calls and retry waits in flight, close what the tools it ran belong
+        to (MCP servers), end the tool threads; idempotent.
+
+        A client that is dropped without ``close`` releases both when it is freed, with a
+        ``ResourceWarning`` (as an unclosed file does).
+        """
+        self._finalizer.detach()
+        self._held.close()  # first: a tool thread may be waiting on an MCP server
+        _release(self._tool_threads, self._engine.model)
+
+    def _measured(self, toolkit: Toolkit | None, body: Callable[[], RunResult]) -> RunResult:
+        if toolkit is not None:
+            self._held.track(toolkit.tools())
+        started = time.perf_counter()
+        event: dict[str, Any] = {"event": "run", "model": self.model}
+        try:
+            with self._spec.trace.agent(None, model=self.model) as traced:
+                result = body()
+                traced.done(result.status, result.text, result.pending)
+        except Exception as exc:
+            event.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
+            raise
+        else:
+            event.update(turns=result.turns, tool_calls=result.tool_call_count, total_tokens=result.usage.total_tokens)
+            if result.usage.cost is not None:
+                event["cost"] = result.usage.cost
+            return result
+        finally:
+            event["ms"] = round((time.perf_counter() - started) * 1000, 3)
+            self._spec.emit(event)
+
+
+def _no_threads() -> Executor | None:
+    return None
+
+
+def _release(tool_threads: WorkerPool, model: ModelEngine | None, *, wait: bool = True) -> None:
+    if model is not None:
+        model.close()  # first: a tool thread may be waiting on a model call
+    tool_threads.close(wait=wait)
+
+
+def _release_unclosed(described: str, tool_threads: WorkerPool, model: ModelEngine | None) -> None:
+    """The finaliser of a client dropped without ``close``: warn if it held anything."""
+    if model is not None or tool_threads.started:
+        warnings.warn(f"unclosed {described}: call close() or use it in a with block", ResourceWarning, stacklevel=2)
+    _release(tool_threads, model, wait=False)  # the last reference may go on a tool thread

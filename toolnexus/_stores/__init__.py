@@ -1,0 +1,1 @@
+"""Where trees and transcripts are kept: conversation stores and a tree's rows in a SQL state store."""

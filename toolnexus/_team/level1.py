@@ -1,0 +1,195 @@
+"""The level-1 surface: ``agent()``, ``Agent.run``, ``Agent.as_tool`` (definitions live in ``agentdef``)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import attrs
+
+from .agentdef import AgentDef
+from ..data import AgentResult, Answer, Budget, Request
+from ..hooks import HooksLike
+from .pool import DEFAULT_WORKERS, WorkerPool
+from .._tools.tools import Tool
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+    from .._events.streams import RunStream
+
+
+class Agent:
+    """A level-1 agent: a definition plus the team it can delegate to."""
+
+    def __init__(self, definition: AgentDef) -> None:
+        self.definition = definition
+        self._named: tuple[AgentDef, AgentDef] | None = None  # (definition, its registry form)
+        self._kept = _Kept()
+        # Dropping the agent lets its kept connections and threads go (no reference back to it).
+        self._finalizer = weakref.finalize(self, self._kept.release_all)
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def __repr__(self) -> str:
+        return f"Agent({self.definition.name!r}, team={list(self.definition.team_names)!r})"
+
+    @property
+    def registry(self) -> dict[str, AgentDef]:
+        """This agent plus the transitive closure of its team, by name."""
+        found: dict[str, AgentDef] = {}
+        stack: list[Agent] = [self]
+        while stack:
+            current = stack.pop()
+            if current.name in found:
+                continue
+            definition = current.definition
+            found[current.name] = current._by_names()
+            stack.extend(member for member in definition.team if isinstance(member, Agent))
+        return found
+
+    def _by_names(self) -> AgentDef:
+        """The definition with its team as names, as a registry holds it: made again only
+        when ``definition`` or a member's name changed (a fresh runtime on every ``run``
+        reuses it)."""
+        definition = self.definition
+        names = definition.team_names
+        made = self._named
+        if made is None or made[0] is not definition or made[1].team != names:
+            made = self._named = (definition, attrs.evolve(definition, team=names))
+        return made[1]
+
+    def runtime(self, **runtime_options: Any) -> Runtime:
+        return _runtime_class()(self.registry, **runtime_options)
+
+    def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
+        """Run once in a fresh runtime. A pending result keeps the runtime open on
+        ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
+        (seconds) is ``Runtime.run_agent``'s. The runtime borrows the agent's kept worker
+        threads and model connections: ``close()`` ends them."""
+        rt = self.runtime(**self._kept.lend_pool(runtime_options))
+        self._kept.keep(rt.keep_connections())
+        result = rt.run_agent(self.name, prompt, timeout=timeout)
+        if result.status != "pending":
+            rt.close(rt.root)
+        return attrs.evolve(result, runtime=rt)
+
+    def stream(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> RunStream:
+        """``run`` as a stream (``Runtime.stream_agent`` in a fresh runtime): the team's
+        events while it works. When it ends, ``stream.result`` carries ``.runtime`` as
+        ``run``'s does (kept open for ``resume`` on a pending result, else closed);
+        closing the stream early interrupts the run and closes the runtime."""
+        rt = self.runtime(**self._kept.lend_pool(runtime_options))
+        self._kept.keep(rt.keep_connections())
+
+        def finished(result: Any) -> Any:
+            if result is None or result.status != "pending":
+                rt.close(rt.root)
+            return attrs.evolve(result, runtime=rt) if result is not None else None
+
+        try:
+            return rt._streams.run_agent(self.name, prompt, timeout, finished)
+        except BaseException:
+            rt.close(rt.root)
+            raise
+
+    def close(self) -> None:
+        """End the worker threads and close the connections this agent keeps between its
+        runs (each ``run`` makes a fresh runtime that borrows them). A later ``run`` starts
+        them again."""
+        self._kept.release_all(wait=True)
+
+    def as_tool(self, **runtime_options: Any) -> Tool:
+        """This agent as a plain ``{prompt}`` tool, on a runtime of its own."""
+        return self.runtime(**runtime_options).agent_tool(self.name)
+
+
+class _Kept:
+    """What an agent keeps across its runs: one hold per model endpoint on its pooled
+    connections, and one worker pool per pool size."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards: _holds, _pools
+        self._holds: dict[Any, Callable[[], None]] = {}
+        self._pools: dict[int, WorkerPool] = {}
+
+    def keep(self, hold: tuple[Any, Callable[[], None]] | None) -> None:
+        if hold is None:
+            return
+        endpoint, release = hold
+        with self._lock:
+            if endpoint not in self._holds:
+                self._holds[endpoint] = release
+                return
+        release()  # already kept
+
+    def lend_pool(self, runtime_options: dict[str, Any]) -> dict[str, Any]:
+        """``runtime_options`` with this agent's pool of their size, unless they run inline
+        or bring a pool of their own."""
+        if runtime_options.get("inline") or runtime_options.get("pool") is not None:
+            return runtime_options
+        options = dict(runtime_options)
+        workers = options.pop("max_workers", None) or DEFAULT_WORKERS
+        with self._lock:
+            pool = self._pools.get(workers)
+            if pool is None:
+                pool = self._pools[workers] = WorkerPool(workers)
+        options["pool"] = pool
+        return options
+
+    def release_all(self, *, wait: bool = False) -> None:
+        with self._lock:
+            holds, self._holds = list(self._holds.values()), {}
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close(wait=wait)
+        for release in holds:
+            release()
+
+
+@functools.cache
+def _runtime_class() -> type[Runtime]:
+    """``Runtime``, imported on first use: its module imports this one."""
+    from .runtime import Runtime
+
+    return Runtime
+
+
+def agent(
+    name: str,
+    *,
+    does: str,
+    tools: Any = (),
+    soul: str = "",
+    team: Iterable[Any] = (),
+    budget: Budget | None = None,
+    model: str = "inherit",
+    wait_for: Callable[[Request], Answer] | None = None,
+    on_spawn: Callable[..., Any] | None = None,
+    on_close: Callable[..., Any] | None = None,
+    hooks: HooksLike = None,
+    on_metric: Callable[[dict[str, Any]], Any] | None = None,
+    output: Any = None,
+) -> Agent:
+    """Define an agent; ``team`` members may be ``Agent`` objects or registry names.
+    ``tools`` may be ``Tool``s or plain functions; ``output=T`` makes its runs typed."""
+    return Agent(
+        AgentDef(
+            name,
+            does,
+            model=model,
+            soul=soul,
+            tools=tools,
+            team=tuple(team),
+            budget=budget,
+            wait_for=wait_for,
+            on_spawn=on_spawn,
+            on_close=on_close,
+            hooks=hooks,
+            on_metric=on_metric,
+            output=output,
+        )
+    )

@@ -1,0 +1,297 @@
+"""One agent turn: the run spec, the toolkit, the loop, and the ledger it charges.
+
+``TurnRunner`` turns an admitted ``Turn`` into an ``AgentResult``; the runtime owns the
+state machine around it (admission, settling, slots). Everything here that touches a
+handle takes that handle's lock for a moment and never holds it across the model call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
+
+from . import budget as budgets
+from .._run import loop
+from .._run import tracing
+from .agentdef import AgentDef, model_of
+from ..data import AgentResult, Budget, RunResult, Usage
+from ..errors import Cancelled, ConfigError
+from .._events.log import RunEvents
+from .handle import Handle, Turn
+from ..hooks import Hooks
+from .._run.runspec import Engine, RunSpec
+from .._run.metrics import Metrics, emitter
+from .._model.pricing import Price
+from .._run.spending import Cap, Spending
+from .._tools.output import output_type
+from .._stores.conversations import ConversationStore
+from .._tools.toolkit import Toolkit
+from .._tools.tools import Tool
+from .._model.cancel import TurnGate
+
+if TYPE_CHECKING:
+    from .tree import TreeStore
+
+log = logging.getLogger("toolnexus")
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+class TurnRunner:
+    """Runs turns for one runtime: shared engine, store, turn gate and metrics."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        store: ConversationStore,
+        model: str,
+        hooks: Any,
+        on_metric: Callable[[dict[str, Any]], Any] | None,
+        gate: TurnGate | None,
+        clock: Callable[[], float],
+        lineage: Callable[[Handle], Iterator[Handle]],
+        task_tool: Callable[[Handle, int], Tool],
+        nonce: str,
+        tree_store: TreeStore,
+        owner: str,
+        around_tool: Callable[[], ContextManager[Any]] | None = None,
+        trace: tracing.Tracer = tracing.OFF,
+        prices: Mapping[str, Price] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.trace = trace
+        self.metrics = Metrics()
+        #: The runtime's model (for agents that inherit it) and the price of each model.
+        self.model = model
+        self.prices = dict(prices or {})
+        self._spending = Spending()
+        self._store = store
+        self._hooks = hooks
+        self._on_metric = on_metric
+        self._gate = gate
+        self._clock = clock
+        self._lineage = lineage
+        self._task_tool = task_tool
+        self._nonce = nonce
+        self._tree_store = tree_store
+        self._owner = owner
+        self._around_tool = around_tool
+        self._emitters_lock = threading.Lock()  # guards: _emitters
+        self._emitters: dict[str, Emit] = {}
+        self._calls_lock = threading.Lock()  # guards: Turn.model_calls
+
+    def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
+
+        The turn is one ``invoke_agent`` span, nested where the turn was queued.
+        """
+        name, model = handle.definition.name, self.model_of(handle.definition)
+        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+            result, run = self._execute(handle, turn)
+            traced.done(result.status, result.text, result.pending)
+        if result.pending is not None:
+            turn.suspended_trace = traced.carrier()
+        return result, run
+
+    def _execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
+        definition: AgentDef = handle.definition
+        spent = self.chain_limit(handle)
+        if spent is not None:
+            text = budgets.on_chain(spent, handle.id)
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=self._spent(handle, turn)), None
+        spec = self._spec(handle, turn)
+        toolkit = Toolkit(definition.tools)
+        if definition.team:
+            toolkit.register(self._task_tool(handle, turn.serial))
+        # A resumed (or taken-over) turn replays from its input: its journal serves every
+        # model reply and tool result it recorded, so nothing already done is done again.
+        history = self._store.get(handle.id) or []
+        messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
+        run = loop.start(self.engine, spec, toolkit, messages)
+        result = AgentResult(
+            text=run.text,
+            status=run.status,
+            pending=run.pending,
+            turns=run.turns,
+            usage=self._spent(handle, turn),
+            limit=run.limit,
+            handle_id=handle.id,
+            finish_reason=run.finish_reason,
+            output=run.output,
+        )
+        return result, run
+
+    def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
+        """A turn that raised: an error result for the waiters, never an exception."""
+        text = f"{type(exc).__name__}: {exc}"
+        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), usage=self._spent(handle, turn), handle_id=handle.id)
+
+    def halted_call(self, run: RunResult | None) -> tuple[int, str]:
+        """The model step and the call a run that ended pending halted on (the last tool
+        result of its transcript is that call's placeholder)."""
+        if run is None:
+            return 0, ""
+        results = self.engine.style.tool_results_in(run.messages)
+        return run.turns, results[-1][0] if results else ""
+
+    def turn_calls(self, turn: Turn) -> int:
+        """The model calls ``turn`` made so far (served again by its journal included)."""
+        with self._calls_lock:
+            return turn.model_calls
+
+    def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
+        event: dict[str, Any] = {
+            "event": "run",
+            "model": run.model if run is not None else self.model_of(handle.definition),
+            "turns": result.turns,
+            "tool_calls": run.tool_call_count if run is not None else 0,
+            "total_tokens": result.total_tokens,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+            "handle": handle.id,
+        }
+        if error is not None:
+            event["error"] = error
+        if result.cost is not None:
+            event["cost"] = result.cost
+        self._emitter(handle.definition)(event)
+
+    def model_of(self, definition: AgentDef) -> str:
+        return model_of(definition, self.model)
+
+    def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
+        definition: AgentDef = handle.definition
+        budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
+        capped = budget.max_cost is not None
+        turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn), defer_final=not capped)
+        return RunSpec(
+            model=self.model_of(definition),
+            system=definition.soul or None,
+            max_turns=budgets.max_turns(budget),
+            hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
+            wait_for=definition.wait_for,
+            emit=self._emitter(definition),
+            guard=lambda _turns: self._own_limit(handle, turn),
+            scope=turn.scope,
+            gate=self._gate,
+            handle_id=handle.id,
+            journal=turn.journal,
+            call_key=call_key(self._nonce, handle.id, turn.serial),
+            request_params=definition.request_params,
+            reset_tool_choice=definition.reset_tool_choice,
+            continues=turn.resume,
+            around_tool=self._around_tool,
+            trace=self.trace,
+            price=self.prices.get(self.model_of(definition)),
+            flight=self._flight(handle, turn) if capped else None,
+            output=output_type(definition.output),
+            events=RunEvents(handle.id, self._tree_store.emit, self._tree_store.stream_events.log),
+            needs_usage=capped or budget.max_tokens is not None,
+        )
+
+    def _emitter(self, definition: AgentDef) -> Emit:
+        """The def's own ``on_metric`` replaces the runtime's; both feed the metrics."""
+        with self._emitters_lock:
+            emit = self._emitters.get(definition.name)
+            if emit is None:
+                on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
+                emit = self._emitters[definition.name] = emitter(self.metrics, on_metric, definition.name)
+            return emit
+
+    # --- the ledger and the limits --------------------------------------------------------
+
+    def _spent(self, handle: Handle, turn: Turn) -> Usage:
+        """What the turn spent so far, its children's included (and a final reply that
+        commits with the outcome)."""
+        deferred = turn.journal.deferred if turn.journal is not None else None
+        with handle.lock:
+            spent = handle.record.spent.since(turn.before)
+        return spent + deferred if deferred is not None else spent
+
+    def _count_call(self, turn: Turn) -> None:
+        with self._calls_lock:
+            turn.model_calls += 1
+
+    def _own_limit(self, handle: Handle, turn: Turn) -> str | None:
+        """Checked before every model call: the handle's own carve and wall clock, and
+        whether the turn is still this runtime's (another process may have interrupted it
+        or taken it over)."""
+        if turn.journal is not None:
+            turn.journal.flush()  # a reply waiting to commit is charged before the next call
+        with handle.lock:
+            record = handle.record
+            handle.sync(exact=True)
+            if not handle.owned_by(self._owner):
+                raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
+            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started, record.cost)
+
+    def _flight(self, handle: Handle, turn: Turn) -> Callable[[], ContextManager[str | None]]:
+        """Around each model call of a capped handle: the money caps of the handle and of
+        every ancestor, read live (with a state, as every process has charged them)."""
+
+        def caps() -> list[Cap]:
+            found = []
+            for each in self._lineage(handle):
+                cap = each.record.budget.max_cost  # a budget never changes after spawn
+                if cap is None:
+                    continue
+                with each.lock:
+                    each.sync(exact=True)
+                    record = each.record
+                    found.append(Cap(handle_id=record.id, cap=cap, spent=record.cost or 0.0, largest=record.largest_cost))
+            return found
+
+        return lambda: self._spending.flight(caps, turn.scope)
+
+    def chain_limit(self, handle: Handle) -> str | None:
+        """The live walk before every wake and spawn: any spent pool on the chain (with a
+        state, as every process has charged it)."""
+        for each in self._lineage(handle):
+            with each.lock:
+                each.sync(exact=True)
+                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls, each.record.cost)
+            if spent is not None:
+                return spent
+        return None
+
+
+def check_priced(registry: Mapping[str, AgentDef], model: str, prices: Mapping[str, Price], capped: str | None = None, budget: Budget | None = None) -> Mapping[str, Price]:
+    """A money cap needs a price for the model of every agent it applies to: ``capped``
+    (under its carved ``budget``) and every agent it may delegate to, as their children
+    inherit the cap; without ``capped``, each agent whose own budget has a ``max_cost``.
+    ``model`` is the runtime's, for the agents that inherit it. Returns ``prices``.
+
+    Raises:
+        ConfigError: naming the agent and its model that has no price.
+    """
+    if capped is None:
+        for name, definition in registry.items():
+            check_priced(registry, model, prices, name, definition.budget)
+        return prices
+    if budget is None or budget.max_cost is None:
+        return prices
+    seen: set[str] = set()
+    todo = [capped]
+    while todo:
+        name = todo.pop()
+        found = registry.get(name)
+        if name in seen or found is None:
+            continue
+        seen.add(name)
+        if model_of(found, model) not in prices:
+            raise ConfigError(budgets.unpriced(name, model_of(found, model)))
+        todo.extend(found.team_names)
+    return prices
+
+
+def call_key(nonce: str, handle_id: str, serial: int) -> Callable[[str], str]:
+    """Idempotency keys for the calls of one turn: stable across retries and recovery."""
+
+    def key(call_id: str) -> str:
+        digest = hashlib.sha256(f"{nonce}\x00{handle_id}\x00{serial}\x00{call_id}".encode()).hexdigest()
+        return f"tn-{digest[:40]}"
+
+    return key

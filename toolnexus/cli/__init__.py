@@ -1,0 +1,5 @@
+"""The ``toolnexus`` command line."""
+
+from .commands import main
+
+__all__ = ["main"]
