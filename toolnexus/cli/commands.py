@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -27,6 +28,10 @@ from .teamfile import STYLES, Team, TeamFileError, load_team
 __all__ = ["main", "load_team", "Team", "TeamFileError", "LiveTree", "Approver", "drive", "tree_lines"]
 
 EXIT_DONE, EXIT_ERROR, EXIT_UNFINISHED = 0, 1, 2
+_DATA_HELP = (
+    "what the answer carries with --yes, as JSON: the fields of a form an MCP server asks for, "
+    "e.g. '{\"approve\": true, \"note\": \"ok\"}'"
+)
 #: Ctrl-C, and a reader that closed the pipe early: as a shell reports SIGINT and SIGPIPE.
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
@@ -147,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     decision = answer.add_mutually_exclusive_group(required=True)
     decision.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve the request")
     decision.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline the request")
+    answer.add_argument("--data", type=_json_value, metavar="JSON", help=_DATA_HELP)
     continuing(answer)
 
     retry = commands.add_parser(
@@ -255,7 +261,8 @@ def _answer(args: argparse.Namespace) -> int:
         except BaseException:
             rt.release()
             raise
-        answer = make_answer(request.id, args.decision, reason=None if args.decision else "declined")
+        data = args.data if args.decision else None
+        answer = make_answer(request.id, args.decision, data=data, reason=None if args.decision else "declined")
         path = (request.data or {}).get("path") or []
         top = "/".join(path[:2])
         display = sys.stderr if args.json else sys.stdout
@@ -266,6 +273,13 @@ def _answer(args: argparse.Namespace) -> int:
             return _settled(rt, top)
 
         return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
 
 
 def _retry(args: argparse.Namespace) -> int:
