@@ -27,13 +27,9 @@ from typing import Annotated
 import anyio
 from pydantic import BaseModel
 
-try:  # the SDK's high-level server: MCPServer since mcp 2, FastMCP before
-    from mcp.server.mcpserver import MCPServer as FastMCP
-except ImportError:  # pragma: no cover - mcp 1.x
-    from mcp.server.fastmcp import FastMCP  # type: ignore[no-redef]
 import mcp_types as types
 from mcp.server.caching import CacheHint
-from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Resolve
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.request_state import RequestStateSecurity
 
 #: The key every test server process seals its requestState with (a test secret).
@@ -46,7 +42,7 @@ class Approval(BaseModel):
     note: str = ""
 
 
-server = FastMCP(
+server = MCPServer(
     "toolnexus-tests",
     version="2.3-tests",
     request_state_security=RequestStateSecurity(keys=[STATE_KEY]),

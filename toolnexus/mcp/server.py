@@ -257,7 +257,8 @@ class MCPServer:
             if kind in (None, protocol.COMPLETE):
                 return _results.tool_result(result)
             if kind != protocol.INPUT_REQUIRED:
-                return failure(f"mcp server {self.name}: tool {name} answered resultType {kind!r}, unknown to this client")
+                unknown = f"answered resultType {kind!r}, unknown to this client"
+                return failure(f"mcp server {self.name}: tool {name} {unknown}")
             rounds += 1
             if rounds > _input.MAX_ROUNDS:
                 rounds_done = f"was still input_required after {_input.MAX_ROUNDS} rounds"

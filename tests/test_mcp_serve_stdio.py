@@ -1,0 +1,77 @@
+"""``toolnexus mcp serve TEAM.toml``: a team served over stdio, driven by the official SDK's
+client (``mcp`` 2.3.0) in both of its modes (CONTRACT §18b "stdio")."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from _sdk_client import sdk_client, texts
+from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
+
+TOOLS = '''
+from toolnexus import ToolContext, make_request, suspend, tool
+
+@tool
+def deploy(service: str, ctx: ToolContext):
+    """Deploy a service; needs approval."""
+    if ctx.answer is None:
+        return suspend(make_request("approval", f"Deploy {service}?"))
+    return f"deployed {service} with {ctx.answer.data}"
+'''
+
+
+def responder(body):
+    results = tool_messages(body)
+    if not results:
+        return tool_call_completion(body, [("d1", "deploy", {"service": "api"})])
+    return text_completion(body, "outcome: " + results[-1])
+
+
+@pytest.fixture(scope="module")
+def command(tmp_path_factory):
+    """The command that serves the team (its model a scripted server)."""
+    folder: Path = tmp_path_factory.mktemp("served")
+    (folder / "ops_tools.py").write_text(TOOLS)
+    with ScriptedLLMServer(responder) as model:
+        team = folder / "ops.toml"
+        team.write_text(
+            f'entry = "ops"\n[connection]\nmodel = "m"\nbase_url = "{model.base_url}"\nretries = 0\n'
+            '[agents.ops]\ndoes = "Deploys services"\ntools = ["ops_tools:deploy"]\n'
+        )
+        yield [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(folder)!r}); from toolnexus.cli import main; sys.exit(main())", "mcp", "serve", str(team)]
+
+
+def test_the_sdks_client_lists_the_team_as_one_tool_and_its_question_is_answered_through_the_retry(command):
+    asked: list = []
+
+    async def steps(client):
+        listed = await client.list_tools()
+        result = await client.call_tool("ops", {"prompt": "deploy the api"})
+        return client.protocol_version, client.server_info, listed.tools, result
+
+    version, info, tools, result = sdk_client(command, steps, answer={"action": "accept", "content": {"approve": True}}, asked=asked)
+    assert version == "2026-07-28" and info.name == "ops"
+    assert [(tool.name, tool.description, tool.input_schema["required"]) for tool in tools] == [("ops", "Deploys services", ["prompt"])]
+    assert asked == ["Deploy api?"]
+    assert not result.is_error and texts(result) == "outcome: deployed api with {'approve': True}"
+
+
+def test_a_decline_from_the_sdks_client_is_not_run(command):
+    async def steps(client):
+        return await client.call_tool("ops", {"prompt": "deploy the api"})
+
+    result = sdk_client(command, steps, answer={"action": "decline"})
+    assert texts(result) == "outcome: declined: Deploy api?"
+
+
+def test_the_sdks_legacy_mode_is_served_and_a_question_says_pending(command):
+    async def steps(client):
+        listed = await client.list_tools()
+        return client.protocol_version, listed.tools, await client.call_tool("ops", {"prompt": "deploy the api"})
+
+    version, tools, result = sdk_client(command, steps, mode="legacy")
+    assert version == "2025-11-25" and [tool.name for tool in tools] == ["ops"]
+    assert result.is_error and texts(result) == "pending: Deploy api?"
