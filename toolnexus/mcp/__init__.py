@@ -24,8 +24,20 @@ from ..errors import ConfigError
 from . import _stdio
 from ._rpc import Session
 from .server import PROTOCOL_VERSIONS, MCPError, MCPServer, OnInput
+from .wsgi import MCPApp, django_view, wsgi_app
 
-__all__ = ["stdio", "http", "MCPServer", "MCPError", "OnInput", "PROTOCOL_VERSIONS", "DEFAULT_MAX_MESSAGE_BYTES"]
+__all__ = [
+    "stdio",
+    "http",
+    "MCPServer",
+    "MCPError",
+    "OnInput",
+    "PROTOCOL_VERSIONS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "wsgi_app",
+    "django_view",
+    "MCPApp",
+]
 
 #: The longest message a server may send (a stdio line, an HTTP body, one event of a stream).
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
