@@ -23,7 +23,7 @@ from ..data import Answer, Request
 from ..wire import from_wire, to_wire
 from . import _protocol as protocol
 from . import _sealed
-from ._exposed import Exposed, ExposedAgent, Outcome, Stale
+from ._exposed import Asked, Exposed, Outcome, Stale
 
 log = logging.getLogger("toolnexus")
 
@@ -91,14 +91,12 @@ class Responder:
         version: str | None,
         ttl_ms: int,
         state_ttl_s: float,
-        runtime_id: str | None,
     ) -> None:
         self.exposed = exposed
         self._secret = secret
         self.info = {"name": name, "version": version or __version__}
         self._ttl_ms = ttl_ms
         self._state_ttl_s = state_ttl_s
-        self._runtime_id = runtime_id
 
     def respond(self, message: Any, principal: str, headers: Mapping[str, str] | None = None) -> Reply:
         """The reply to one decoded message (``headers``: the HTTP request's, lower-case
@@ -171,16 +169,17 @@ class Responder:
         state = call.params.get("requestState") if call.modern else None
         if state is None:
             key = uuid.uuid4().hex
-            return self._ended(entry, call, arguments, entry.call(arguments, key), key)
-        payload = self._opened(state, name, arguments, call.principal)
+            return self._ended(entry, call, arguments, entry.call(arguments, key, call.principal), key)
+        payload = self._opened(state, entry, arguments, call.principal)
         request = from_wire(Request, payload["request"])
         responses = call.params.get("inputResponses")
         response = responses.get(request.id) if isinstance(responses, dict) else None
         if response is None:  # not answered: the same question again
             return {"resultType": protocol.INPUT_REQUIRED, "inputRequests": _asked(request), "requestState": state}
         answer = _answer_of(request, response)
+        asked = Asked(key=payload["key"], principal=call.principal, run=payload.get("run"))
         try:
-            outcome = entry.answer(arguments, request, answer, payload.get("handle"), payload["key"])
+            outcome = entry.answer(arguments, request, answer, asked)
         except Stale:
             raise Refusal(protocol.INVALID_PARAMS, _BAD_STATE, {"reason": "request_not_open"}) from None
         return self._ended(entry, call, arguments, outcome, payload["key"])
@@ -198,8 +197,8 @@ class Responder:
             return complete
         request = outcome.asked
         if not call.modern or not _asks(call.params):
-            if outcome.handle is not None and isinstance(entry, ExposedAgent):
-                entry.let_go(outcome.handle)  # nobody can answer it: the run is not left waiting
+            if outcome.run is not None:
+                entry.let_go(outcome.run, call.principal)  # nobody can answer it: the run is not left waiting
             if call.modern:
                 required = {"requiredCapabilities": dict(protocol.ELICITATION)}
                 undeclared = "Client did not declare the form elicitation capability"
@@ -210,15 +209,15 @@ class Responder:
             "args": _sealed.digest(arguments),
             "request": to_wire(request),
             "principal": call.principal,
-            "runtime": self._runtime_id if outcome.handle is not None else None,
-            "handle": outcome.handle,
+            "runtime": entry.tree() if outcome.run is not None else None,
+            "run": outcome.run,
             "key": key,
             "exp": _sealed.expiry(self._state_ttl_s),
         }
         sealed = _sealed.seal(self._secret, payload)
         return {"resultType": protocol.INPUT_REQUIRED, "inputRequests": _asked(request), "requestState": sealed}
 
-    def _opened(self, state: Any, name: str, arguments: dict[str, Any], principal: str) -> dict[str, Any]:
+    def _opened(self, state: Any, entry: Exposed, arguments: dict[str, Any], principal: str) -> dict[str, Any]:
         """The payload of a requestState that this server sealed for this very call.
 
         Raises:
@@ -227,11 +226,11 @@ class Responder:
         payload = _sealed.opened(self._secret, state)
         good = (
             payload is not None
-            and payload.get("tool") == name
+            and payload.get("tool") == entry.name
             and payload.get("args") == _sealed.digest(arguments)
             and payload.get("principal") == principal
             and isinstance(payload.get("key"), str)
-            and (payload.get("handle") is None or payload.get("runtime") == self._runtime_id)
+            and (payload.get("run") is None or payload.get("runtime") == entry.tree())
         )
         if not good:
             raise Refusal(protocol.INVALID_PARAMS, _BAD_STATE, {"reason": "invalid_request_state"})

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import ConfigError
 from . import _sealed
-from ._exposed import ExposedLike, exposed_tools
+from ._exposed import ExposedLike, RuntimeLike, exposed_tools
 from ._responder import Responder
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class Served:
 def build(
     exposed: Iterable[ExposedLike] | ExposedLike,
     *,
-    runtime: Runtime | None,
+    runtime: RuntimeLike | None,
     secret: str | bytes | None,
     name: str,
     version: str | None,
@@ -72,10 +72,7 @@ def build(
             own.close(own.root)
         raise
     key = _sealed.secret_bytes(secret) if secret is not None else _sealed.new_secret()
-    runtime_id = _tree_id(runtime) if runtime is not None else None
-    responder = Responder(
-        tools, secret=key, name=name, version=version, ttl_ms=ttl_ms, state_ttl_s=state_ttl_s, runtime_id=runtime_id
-    )
+    responder = Responder(tools, secret=key, name=name, version=version, ttl_ms=ttl_ms, state_ttl_s=state_ttl_s)
     return Served(responder, own)
 
 
@@ -89,8 +86,3 @@ def _private_runtime(agents: list[Any], runtime_options: dict[str, Any]) -> Runt
         registry.update(item.registry)
     return Runtime(registry, **runtime_options)
 
-
-def _tree_id(runtime: Runtime) -> str:
-    """The id of the runtime's tree in its store (a friend's read: ``Runtime`` has no
-    public name for it), which a requestState naming a run of it carries."""
-    return str(runtime._tree.store.runtime_id)

@@ -106,7 +106,7 @@ class MCPApp:
 def wsgi_app(
     exposed: Iterable[ExposedLike] | ExposedLike,
     *,
-    runtime: Runtime | None = None,
+    runtime: Runtime | Callable[[], Runtime] | None = None,
     secret: str | bytes | None = None,
     authorize: Callable[[dict[str, Any]], Any] | str | None = None,
     public: bool = False,
@@ -123,8 +123,9 @@ def wsgi_app(
     ``exposed``: ``Tool``s, level-1 agents (``toolnexus.agent(...)``) or names of agents of
     ``runtime``'s registry; an agent (a team is exposed by its lead) is one MCP tool named
     after it, its ``does`` the description, ``{"prompt": string}`` its input, run with
-    ``run_agent`` on ``runtime`` (without one, on a private runtime built from
-    ``runtime_options``: ``base_url``, ``model``, ``state``...). Both eras: MCP 2026-07-28
+    ``run_agent`` on ``runtime`` (or on what a callable ``runtime`` returns, asked on first
+    use in each process, as ``toolnexus.django.runtime``; without one, on a private runtime
+    built from ``runtime_options``: ``base_url``, ``model``, ``state``...). Both eras: MCP 2026-07-28
     and the ``initialize`` handshake (2025-11-25 and older), no session either way.
 
     A tool or agent that suspends answers ``input_required`` with its ``Request`` as a form
