@@ -108,6 +108,27 @@ def _port_printing(command: list[str], env: dict[str, str], what: str) -> Iterat
             process.wait()
 
 
+def wrong_sums(server, threads: int, calls: int) -> list[str]:
+    """``calls`` ``add`` calls from each of ``threads`` threads sharing ``server``: the
+    outputs that are not the sum asked (a reply that crossed to another call)."""
+    import threading
+
+    wrong: list[str] = []
+
+    def work(thread: int) -> None:
+        for n in range(calls):
+            result = server.call("add", {"a": thread * 100 + n, "b": 1})
+            if result.output != str(thread * 100 + n + 1):
+                wrong.append(result.output)
+
+    workers = [threading.Thread(target=work, args=(each,)) for each in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60 * 3)
+    return wrong
+
+
 def process_gone(pid: int) -> bool:
     """Whether no process (not even a zombie awaiting its reaping) has ``pid``."""
     try:

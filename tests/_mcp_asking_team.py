@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _mcp import sdk_stdio_command  # noqa: E402
+from _mcp_served_app import model  # noqa: E402
 from toolnexus import AgentDef, Answer, Runtime  # noqa: E402
 from toolnexus import mcp  # noqa: E402
-from toolnexus.testing import ScriptedModel, tool_messages  # noqa: E402
 
 
 def runtime(state: str) -> Runtime:
@@ -31,21 +31,8 @@ def runtime(state: str) -> Runtime:
     server = mcp.stdio(sdk_stdio_command(), timeout=60)
     releaser = AgentDef("releaser", "releases with approval", model="m-releaser", tools=server.tools())
     lead = AgentDef("lead", "delegates releases", model="m-lead", team=("releaser",))
-
-    def lead_model(request: dict[str, Any]) -> dict[str, Any]:
-        found = tool_messages(request)
-        if found:
-            return {"content": f"lead: {found[-1]}"}
-        return {"tool_calls": [{"id": "t1", "name": "task", "arguments": {"agent": "releaser", "prompt": "release v2"}}]}
-
-    def releaser_model(request: dict[str, Any]) -> dict[str, Any]:
-        found = tool_messages(request)
-        if found:
-            return {"content": found[-1]}
-        return {"tool_calls": [{"id": "c1", "name": "confirm", "arguments": {"action": "release v2"}}]}
-
-    model = ScriptedModel({"m-lead": lead_model, "m-releaser": releaser_model})
-    return Runtime({"lead": lead, "releaser": releaser}, generate=model, state=state)
+    asking = model({"name": "confirm", "arguments": {"action": "release v2"}})
+    return Runtime({"lead": lead, "releaser": releaser}, generate=asking, state=state)
 
 
 def resume(state: str, handle: str, request_id: str, decision: str, data: Any = None) -> dict[str, Any]:

@@ -53,7 +53,11 @@ def registry() -> dict[str, AgentDef]:
     return {"lead": lead, "releaser": releaser}
 
 
-def model() -> ScriptedModel:
+def model(first_call: dict[str, Any] | None = None) -> ScriptedModel:
+    """lead delegates ``release v2``; releaser makes ``first_call`` (its ``sign_off`` by
+    default), then each says the last tool result it sees (lead prefixes ``lead: ``)."""
+    call = first_call or {"name": "sign_off", "arguments": {"release": "v2"}}
+
     def lead(request: dict[str, Any]) -> dict[str, Any]:
         found = tool_messages(request)
         if found:
@@ -62,9 +66,7 @@ def model() -> ScriptedModel:
 
     def releaser(request: dict[str, Any]) -> dict[str, Any]:
         found = tool_messages(request)
-        if found:
-            return {"content": found[-1]}
-        return {"tool_calls": [{"id": "s1", "name": "sign_off", "arguments": {"release": "v2"}}]}
+        return {"content": found[-1]} if found else {"tool_calls": [{"id": "s1", **call}]}
 
     return ScriptedModel({"m-lead": lead, "m-releaser": releaser})
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 import requests
 
-from _mcp import sdk_http_server, sdk_stdio_command
+from _mcp import sdk_http_server, sdk_stdio_command, wrong_sums
 from conftest import HANG_TIMEOUT
 from toolnexus import Answer, Client, ToolContext, Toolkit
 from toolnexus import mcp
@@ -61,20 +61,7 @@ def test_a_reply_the_server_streams_as_events_is_read(endpoints, closing):
 
 
 def test_threads_share_one_stateless_server(server):
-    wrong: list[str] = []
-
-    def calls(thread: int) -> None:
-        for n in range(10):
-            result = server.call("add", {"a": thread * 100 + n, "b": 1})
-            if result.output != str(thread * 100 + n + 1):
-                wrong.append(result.output)
-
-    threads = [threading.Thread(target=calls, args=(each,)) for each in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANG_TIMEOUT * 3)
-    assert wrong == []
+    assert wrong_sums(server, threads=6, calls=10) == []
 
 
 def test_a_change_comes_on_the_listen_and_the_list_is_listed_again(endpoints, closing):

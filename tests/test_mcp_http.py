@@ -10,7 +10,7 @@ import threading
 import pytest
 import requests
 
-from _mcp import mcp1_http_server, sdk_http_server
+from _mcp import mcp1_http_server, sdk_http_server, wrong_sums
 from conftest import HANG_TIMEOUT
 from toolnexus import ConfigError, ToolContext, Toolkit
 from toolnexus import mcp
@@ -71,20 +71,7 @@ def test_a_session_the_server_forgot_is_started_again_once(server, legacy_url):
 def test_many_threads_share_one_http_session(server):
     server.tools()
     session_id = server.session_id
-    wrong: list[str] = []
-
-    def calls(thread: int) -> None:
-        for n in range(25):
-            result = server.call("add", {"a": thread * 100 + n, "b": 1})
-            if result.output != str(thread * 100 + n + 1):
-                wrong.append(result.output)
-
-    threads = [threading.Thread(target=calls, args=(each,)) for each in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANG_TIMEOUT * 3)
-    assert wrong == [] and server.session_id == session_id
+    assert wrong_sums(server, threads=8, calls=25) == [] and server.session_id == session_id
 
 
 @pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
