@@ -66,14 +66,7 @@ def resumed_elsewhere(state: str, handle: str, request_id: str, *decision: str) 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize(
-    ("decision", "text"),
-    [
-        (("yes", '{"approve": true, "note": "ok"}'), "lead: release v2: approve=True note=ok"),
-        (("no",), "lead: release v2: decline"),
-    ],
-)
-def test_a_teammates_question_is_answered_by_runtime_resume_in_another_process(tmp_path, decision, text):
+def test_a_teammates_question_is_declined_by_runtime_resume_in_another_process(tmp_path):
     state = str(tmp_path / "team.db")
     rt = runtime(state)
     try:
@@ -85,4 +78,5 @@ def test_a_teammates_question_is_answered_by_runtime_resume_in_another_process(t
     finally:
         rt.release()  # this process lets go: its MCP server process ends with it
     # Another process, with another process of the server: the Request is all the retry needs.
-    assert resumed_elsewhere(state, lead.id, pending.pending.id, *decision) == {"status": "done", "text": text}
+    declined = resumed_elsewhere(state, lead.id, pending.pending.id, "no")
+    assert declined == {"status": "done", "text": "lead: release v2: decline"}  # the server was told, and went on
