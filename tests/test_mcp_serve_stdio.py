@@ -3,6 +3,8 @@ client (``mcp`` 2.3.0) in both of its modes (CONTRACT §18b "stdio")."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,3 +77,12 @@ def test_the_sdks_legacy_mode_is_served_and_a_question_says_pending(command):
     version, tools, result = sdk_client(command, steps, mode="legacy")
     assert version == "2025-11-25" and [tool.name for tool in tools] == ["ops"]
     assert result.is_error and texts(result) == "pending: Deploy api?"
+
+
+def test_a_line_that_is_not_json_is_a_parse_error_and_the_end_of_input_ends_the_command_with_0(command):
+    discover = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    done = subprocess.run(command, input=f"not json\n{json.dumps(discover)}\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    replies = [json.loads(line) for line in done.stdout.splitlines()]  # stdout carries messages only
+    assert {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}} in replies
+    assert [each["result"]["tools"][0]["name"] for each in replies if each.get("id") == 2] == ["ops"]

@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+import requests
 
 from _gunicorn import free_port, serving
+from _mcp_served_app import build
 from _sdk_client import sdk_client, texts
+from _wsgi_server import wsgi_serving
 from toolnexus import Answer, ToolContext
 from toolnexus import mcp
 
@@ -115,8 +118,6 @@ def test_our_own_client_asks_the_served_team_and_answers_later(url, closing):
 
 def test_an_event_stream_reply_carries_the_response(recycling):
     url, _ = recycling
-    import requests
-
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
     headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
@@ -124,3 +125,19 @@ def test_an_event_stream_reply_carries_the_response(recycling):
     assert reply.headers["Content-Type"] == "text/event-stream" and reply.headers["X-Accel-Buffering"] == "no"
     event, data = reply.text.strip().split("\n")
     assert event == "event: message" and json.loads(data[len("data: "):])["id"] == 7
+
+
+def test_mounted_in_a_flask_app_it_answers_under_its_prefix_and_the_app_keeps_its_routes(closing):
+    flask = pytest.importorskip("flask")
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+    site = flask.Flask("shop")
+    site.add_url_rule("/", "home", lambda: "the shop")
+    mcp_app = build(None, secret=SECRET, token=TOKEN)
+    site.wsgi_app = DispatcherMiddleware(site.wsgi_app, {"/mcp": mcp_app})
+    with wsgi_serving(site) as base:
+        server = closing(mcp.http(base + "/mcp", headers=BEARER))
+        assert server.call("add", {"a": 20, "b": 22}).output == "42"
+        assert requests.get(base + "/", timeout=30).text == "the shop"
+        server.close()
+    mcp_app.close()
