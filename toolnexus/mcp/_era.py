@@ -88,12 +88,15 @@ def _probe(session: Session, wire: Any, timeout: float) -> Agreed | None:
     except RemoteError as exc:
         if exc.code == protocol.UNSUPPORTED_VERSION and _names_modern(exc.data):
             return Agreed(protocol.MODERN)
-        return _legacy(session, wire, f"error {exc.code}")
+        _legacy(session, wire, f"error {exc.code}")
+        return None
     except (TimedOut, HttpStatus, TooLarge) as exc:
-        return _legacy(session, wire, type(exc).__name__)
+        _legacy(session, wire, type(exc).__name__)
+        return None
     versions = found.get("supportedVersions") if isinstance(found, dict) else None
     if not isinstance(versions, list) or protocol.MODERN not in versions:
-        return _legacy(session, wire, "a discover result without 2026-07-28")
+        _legacy(session, wire, "a discover result without 2026-07-28")
+        return None
     meta = found.get("_meta")
     info = meta.get(protocol.META_SERVER) if isinstance(meta, dict) else None
     capabilities = found.get("capabilities")
@@ -123,8 +126,8 @@ def _handshake(session: Session, wire: Any, timeout: float, asks: bool) -> Agree
     _set_version(wire, version)
     session.notify("notifications/initialized")
     info = result.get("serverInfo") if isinstance(result, dict) else None
-    capabilities = result.get("capabilities") if isinstance(result, dict) else None
-    return Agreed(version, _server_info(info), capabilities if isinstance(capabilities, dict) else {})
+    offered_capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    return Agreed(version, _server_info(info), offered_capabilities if isinstance(offered_capabilities, dict) else {})
 
 
 def _set_version(wire: Any, version: str | None) -> None:

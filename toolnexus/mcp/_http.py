@@ -274,8 +274,11 @@ class HttpWire:
 
     def _listen(self, message: dict[str, Any], scope: CancelScope) -> None:
         headers, _ = self._message_headers(message)
-        options = {"stream": True, "timeout": (_CONNECT_TIMEOUT_S, LISTEN_SILENCE_S), "allow_redirects": False}
-        response = self._http.post(self._url, data=_ENCODE(message).encode("utf-8"), headers=headers, **options)
+        data = _ENCODE(message).encode("utf-8")
+        timeouts = (_CONNECT_TIMEOUT_S, LISTEN_SILENCE_S)
+        response = self._http.post(
+            self._url, data=data, headers=headers, stream=True, timeout=timeouts, allow_redirects=False
+        )
         with contextlib.closing(response):
             body = Body(response, None, self._limit, self._name, f"the listen stream (POST {self._where})")
             kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()

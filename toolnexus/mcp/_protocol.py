@@ -33,7 +33,7 @@ INPUT_REQUIRED = "input_required"
 #: The one question a client of this package can be asked (it declares only form elicitation).
 ELICIT = "elicitation/create"
 #: What a client that may be asked questions declares (``on_input`` given, or always modern).
-ELICITATION = {"elicitation": {"form": {}}}
+ELICITATION: dict[str, Any] = {"elicitation": {"form": {}}}
 
 HEADER_VERSION = "MCP-Protocol-Version"
 HEADER_METHOD = "Mcp-Method"

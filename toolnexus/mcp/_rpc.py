@@ -307,14 +307,14 @@ class Session:
         )
 
     def _replied(self, message: dict[str, Any]) -> None:
-        reply_id = message.get("id")
-        known = isinstance(reply_id, int) and not isinstance(reply_id, bool)
+        given = message.get("id")
+        reply_id = given if isinstance(given, int) and not isinstance(given, bool) else None
         with self._lock:
-            pending = self._pending.pop(reply_id, None) if known else None
+            pending = self._pending.pop(reply_id, None) if reply_id is not None else None
             if pending is not None:
                 pending.reply = message
                 pending.done.set()
-            on_end = self._streams.pop(reply_id, None) if known and pending is None else None
+            on_end = self._streams.pop(reply_id, None) if reply_id is not None and pending is None else None
         if on_end is not None:
             on_end(message)
         elif pending is None:

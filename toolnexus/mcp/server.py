@@ -406,14 +406,15 @@ class MCPServer:
             link.listening = True
         params = {"notifications": {"toolsListChanged": True}, "_meta": request_meta()}
         ended: list[int] = []
+        links = self._links  # not the server: a thread that holds this must not keep it alive
 
         def on_end(reply: dict[str, Any] | None) -> None:
-            with self._links.lock:
+            with links.lock:
                 link.listening = False
                 link.stop_listen = None
                 link.listen_refused = link.listen_refused or (isinstance(reply, dict) and "error" in reply)
-                if self._links.link is link:
-                    self._links.stale()  # a change may have gone unseen
+                if links.link is link:
+                    links.stale()  # a change may have gone unseen
             link.session.close_stream(ended[0])
 
         message = link.session.open_stream("subscriptions/listen", params, on_end)

@@ -73,7 +73,8 @@ class MCPApp:
         try:
             message = parse_json(body, what="an MCP message")
         except WireError:
-            return self._send(environ, start_response, 400, protocol.error_reply(None, protocol.PARSE_ERROR, "Parse error"))
+            unreadable = protocol.error_reply(None, protocol.PARSE_ERROR, "Parse error")
+            return self._send(environ, start_response, 400, unreadable)
         headers = {name: environ[key] for key, name in _HEADERS.items() if key in environ}
         reply = self.served.responder.respond(message, principal, headers)
         if reply.message is None:
@@ -86,7 +87,9 @@ class MCPApp:
         body = protocol.error_reply(None, REFUSED, refused.reason)
         return wsgi.respond(start_response, refused.status, body, refused.headers)
 
-    def _send(self, environ: Mapping[str, Any], start_response: StartResponse, status: int, message: dict[str, Any]) -> list[bytes]:
+    def _send(
+        self, environ: Mapping[str, Any], start_response: StartResponse, status: int, message: dict[str, Any]
+    ) -> list[bytes]:
         try:
             data = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError):
