@@ -13,13 +13,12 @@ from __future__ import annotations
 import socket
 import sys
 
-import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from pydantic import BaseModel
 
+from _mcp_common_tools import TOOLS
+
 server = FastMCP("toolnexus-tests-1x")
-_cancelled = {"count": 0}
-_cancel_seen = anyio.Event()
 
 
 class Approval(BaseModel):
@@ -27,37 +26,8 @@ class Approval(BaseModel):
     note: str = ""
 
 
-@server.tool()
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@server.tool()
-def echo(text: str) -> str:
-    """Echo the text back."""
-    return text
-
-
-@server.tool()
-async def slow(seconds: float) -> str:
-    """Wait ``seconds``, unless the call is cancelled first."""
-    try:
-        await anyio.sleep(seconds)
-    except anyio.get_cancelled_exc_class():
-        _cancelled["count"] += 1
-        _cancel_seen.set()
-        raise
-    return f"slept {seconds}"
-
-
-@server.tool()
-async def cancellations(wait_s: float = 0.0) -> int:
-    """How many calls were cancelled, after waiting up to ``wait_s`` for a first one."""
-    if _cancelled["count"] == 0 and wait_s > 0:
-        with anyio.move_on_after(wait_s):
-            await _cancel_seen.wait()
-    return _cancelled["count"]
+for common in TOOLS[:4]:  # add, echo, slow, cancellations
+    server.tool()(common)
 
 
 @server.tool()

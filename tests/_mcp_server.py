@@ -6,9 +6,7 @@
     python _mcp_server.py http-json   # stateless Streamable HTTP, JSON replies only
     python _mcp_server.py http-sse    # stateless Streamable HTTP, SSE replies when a tool notifies
 
-``slow`` waits until it is cancelled (``notifications/cancelled``) or its time is up;
-``cancellations`` reports, from the server's side, how many calls were cancelled, and
-``slow_started`` how many ``slow`` calls have begun (so a test waits for one, not for a while).
+``add``, ``echo``, ``slow``, ``cancellations`` and ``slow_started`` are ``_mcp_common_tools``'.
 ``confirm`` and ``ask_name`` ask the client (MCP 2026-07-28 ``input_required``; in the
 handshake era ``confirm`` sends ``elicitation/create``); their ``requestState`` is sealed with
 a fixed key, so a retry from another process, to another server process, is good.
@@ -24,13 +22,14 @@ import socket
 import sys
 from typing import Annotated
 
-import anyio
 from pydantic import BaseModel
 
 import mcp_types as types
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.request_state import RequestStateSecurity
+
+from _mcp_common_tools import TOOLS
 
 #: The key every test server process seals its requestState with (a test secret).
 STATE_KEY = b"toolnexus-tests-request-state-key-0123456789"
@@ -48,54 +47,8 @@ server = MCPServer(
     request_state_security=RequestStateSecurity(keys=[STATE_KEY]),
     cache_hints={"tools/list": CacheHint(ttl_ms=_TTL_MS, scope="public")} if _TTL_MS else None,
 )
-_cancelled = {"count": 0}
-_cancel_seen = anyio.Event()
-_slow = {"started": 0}
-_slow_seen = anyio.Event()
-
-
-@server.tool()
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@server.tool()
-def echo(text: str) -> str:
-    """Echo the text back."""
-    return text
-
-
-@server.tool()
-async def slow(seconds: float) -> str:
-    """Wait ``seconds``, unless the call is cancelled first."""
-    _slow["started"] += 1
-    _slow_seen.set()
-    try:
-        await anyio.sleep(seconds)
-    except anyio.get_cancelled_exc_class():
-        _cancelled["count"] += 1
-        _cancel_seen.set()
-        raise
-    return f"slept {seconds}"
-
-
-@server.tool()
-async def cancellations(wait_s: float = 0.0) -> int:
-    """How many calls were cancelled, after waiting up to ``wait_s`` for a first one."""
-    if _cancelled["count"] == 0 and wait_s > 0:
-        with anyio.move_on_after(wait_s):
-            await _cancel_seen.wait()
-    return _cancelled["count"]
-
-
-@server.tool()
-async def slow_started(wait_s: float = 0.0) -> int:
-    """How many ``slow`` calls have begun, after waiting up to ``wait_s`` for a first one."""
-    if _slow["started"] == 0 and wait_s > 0:
-        with anyio.move_on_after(wait_s):
-            await _slow_seen.wait()
-    return _slow["started"]
+for common in TOOLS:  # add, echo, slow, cancellations, slow_started
+    server.tool()(common)
 
 
 @server.tool()

@@ -11,19 +11,8 @@ from pathlib import Path
 import pytest
 
 from _sdk_client import sdk_client, texts
+from _teamfiles import APPROVAL_TOOLS, write_team
 from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
-
-TOOLS = '''
-from toolnexus import ToolContext, make_request, suspend, tool
-
-@tool
-def deploy(service: str, ctx: ToolContext):
-    """Deploy a service; needs approval."""
-    if ctx.answer is None:
-        return suspend(make_request("approval", f"Deploy {service}?"))
-    return f"deployed {service} with {ctx.answer.data}"
-'''
-
 
 def responder(body):
     results = tool_messages(body)
@@ -36,14 +25,11 @@ def responder(body):
 def command(tmp_path_factory):
     """The command that serves the team (its model a scripted server)."""
     folder: Path = tmp_path_factory.mktemp("served")
-    (folder / "ops_tools.py").write_text(TOOLS)
+    agents = {"ops": {"does": "Deploys services", "tools": ["ops_tools:deploy"]}}
+    team = write_team(folder, "ops", agents, tools=("ops_tools", APPROVAL_TOOLS))
     with ScriptedLLMServer(responder) as model:
-        team = folder / "ops.toml"
-        team.write_text(
-            f'entry = "ops"\n[connection]\nmodel = "m"\nbase_url = "{model.base_url}"\nretries = 0\n'
-            '[agents.ops]\ndoes = "Deploys services"\ntools = ["ops_tools:deploy"]\n'
-        )
-        yield [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(folder)!r}); from toolnexus.cli import main; sys.exit(main())", "mcp", "serve", str(team)]
+        start = f"import sys; sys.path.insert(0, {str(folder)!r}); from toolnexus.cli import main; sys.exit(main())"
+        yield [sys.executable, "-c", start, "mcp", "serve", str(team), "--base-url", model.base_url]
 
 
 def test_the_sdks_client_lists_the_team_as_one_tool_and_its_question_is_answered_through_the_retry(command):
@@ -57,8 +43,8 @@ def test_the_sdks_client_lists_the_team_as_one_tool_and_its_question_is_answered
     version, info, tools, result = sdk_client(command, steps, answer={"action": "accept", "content": {"approve": True}}, asked=asked)
     assert version == "2026-07-28" and info.name == "ops"
     assert [(tool.name, tool.description, tool.input_schema["required"]) for tool in tools] == [("ops", "Deploys services", ["prompt"])]
-    assert asked == ["Deploy api?"]
-    assert not result.is_error and texts(result) == "outcome: deployed api with {'approve': True}"
+    assert asked == ["Deploy api to production?"]
+    assert not result.is_error and texts(result) == "outcome: deployed api"
 
 
 def test_a_decline_from_the_sdks_client_is_not_run(command):
@@ -66,7 +52,7 @@ def test_a_decline_from_the_sdks_client_is_not_run(command):
         return await client.call_tool("ops", {"prompt": "deploy the api"})
 
     result = sdk_client(command, steps, answer={"action": "decline"})
-    assert texts(result) == "outcome: declined: Deploy api?"
+    assert texts(result) == "outcome: declined: Deploy api to production?"
 
 
 def test_the_sdks_legacy_mode_is_served_and_a_question_says_pending(command):
@@ -76,7 +62,7 @@ def test_the_sdks_legacy_mode_is_served_and_a_question_says_pending(command):
 
     version, tools, result = sdk_client(command, steps, mode="legacy")
     assert version == "2025-11-25" and [tool.name for tool in tools] == ["ops"]
-    assert result.is_error and texts(result) == "pending: Deploy api?"
+    assert result.is_error and texts(result) == "pending: Deploy api to production?"
 
 
 def test_a_line_that_is_not_json_is_a_parse_error_and_the_end_of_input_ends_the_command_with_0(command):
