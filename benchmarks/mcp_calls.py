@@ -12,7 +12,9 @@ call blocked in a slow tool.
 The served side (``--side served``): the same ``add`` calls over Streamable HTTP (MCP
 2026-07-28, JSON replies) to ``toolnexus.mcp.wsgi_app`` under gunicorn (one process,
 ``gthread`` with 8 threads) and to the SDK's own server (stateless, under uvicorn, one
-process), both on this machine, from 1 and 8 threads of one toolnexus client each.
+process), both on this machine, from 1 and 8 threads of one toolnexus client each. (On a
+kept-alive connection the SDK's server takes about 45 ms a call, its own client's calls
+included: most of a 1-thread gap is that wait, not work.)
 
 Usage: ``python benchmarks/mcp_calls.py [--side client|served|both] [--rounds R] [--calls N] [--json]``.
 """
