@@ -149,3 +149,14 @@ def test_a_declined_question_in_a_run_reaches_the_server_and_the_run_goes_on(end
     assert pending.status == "pending" and pending.pending.kind == "mcp_input"
     resumed = client.resume(pending.pending, Answer(id=pending.pending.id, ok=False, reason="declined"), server.tools(), messages=pending.messages)
     assert resumed.status == "done" and resumed.text == "publish: decline"
+
+
+def test_close_ends_the_listen_and_its_thread(endpoints):
+    server = mcp.http(endpoints["http-sse"])  # the SDK offers tools.listChanged: a listen is opened
+    server.tools()
+    listening = [each for each in threading.enumerate() if each.name == "toolnexus-mcp-listen"]
+    assert listening
+    server.close()
+    for each in listening:
+        each.join(HANG_TIMEOUT)
+    assert not any(each.is_alive() for each in listening)
