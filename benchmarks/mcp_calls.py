@@ -1,4 +1,4 @@
-"""MCP tool calls per second on one stdio session: toolnexus against the official SDK's client.
+"""MCP tool calls per second: toolnexus against the official SDK, as a client and as a server.
 
 Both clients talk to the same server program (the SDK's own server, ``tests/_mcp_server.py``,
 one process per client, each kept for the whole run) and make the same ``add`` calls: from
@@ -9,7 +9,14 @@ gives the median calls per second of each and the ratios, measured side by side 
 It also gives the median time from an interrupt (``ctx.cancelled`` set) to the return of a
 call blocked in a slow tool.
 
-Usage: ``python benchmarks/mcp_calls.py [--rounds R] [--calls N] [--json]``.
+The served side (``--side served``): the same ``add`` calls over Streamable HTTP (MCP
+2026-07-28, JSON replies) to ``toolnexus.mcp.wsgi_app`` under gunicorn (one process,
+``gthread`` with 8 threads) and to the SDK's own server (stateless, under uvicorn, one
+process), both on this machine, from 1 and 8 threads of one toolnexus client each. (On a
+kept-alive connection the SDK's server takes about 45 ms a call, its own client's calls
+included: most of a 1-thread gap is that wait, not work.)
+
+Usage: ``python benchmarks/mcp_calls.py [--side client|served|both] [--rounds R] [--calls N] [--json]``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 SERVER = [sys.executable, str(ROOT / "tests" / "_mcp_server.py"), "stdio"]
 
 from toolnexus import ToolContext
@@ -123,51 +131,103 @@ def interrupt_latency(
     return found
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=800, help="calls per measurement")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def medians_of(plans: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """The median of each plan over ``rounds`` rounds that alternate the plans (after one
+    warm-up round, not counted)."""
+    samples: dict[str, list[float]] = {label: [] for label in plans}
+    for plan in plans.values():
+        plan()
+    for _ in range(rounds):
+        for label, plan in plans.items():
+            samples[label].append(plan())
+    return {label: statistics.median(values) for label, values in samples.items()}
 
+
+def client_side(rounds: int, calls: int) -> dict[str, Any]:
     server = mcp.stdio(SERVER, name="sdk-server")
     server.tools()
     sdk = SDKClient()
     plans: dict[str, Callable[[], float]] = {
-        "toolnexus, 1 thread": lambda: ours(server, args.calls, 1),
-        "sdk client, 1 task": lambda: sdk.measure(args.calls, 1),
-        "toolnexus, 8 threads": lambda: ours(server, args.calls, 8),
-        "sdk client, 8 tasks": lambda: sdk.measure(args.calls, 8),
+        "toolnexus, 1 thread": lambda: ours(server, calls, 1),
+        "sdk client, 1 task": lambda: sdk.measure(calls, 1),
+        "toolnexus, 8 threads": lambda: ours(server, calls, 8),
+        "sdk client, 8 tasks": lambda: sdk.measure(calls, 8),
     }
-    samples: dict[str, list[float]] = {label: [] for label in plans}
     try:
-        for label, plan in plans.items():  # warm-up, not counted
-            plan()
-        for _ in range(args.rounds):
-            for label, plan in plans.items():
-                samples[label].append(plan())
+        medians = medians_of(plans, rounds)
         latency = interrupt_latency(server, 20)
     finally:
         sdk.close()
         server.close()
-    medians = {label: statistics.median(values) for label, values in samples.items()}
-    report = {
+    return {
         "calls_per_s": {label: round(value, 1) for label, value in medians.items()},
         "ratio_1": round(medians["toolnexus, 1 thread"] / medians["sdk client, 1 task"], 2),
         "ratio_8": round(medians["toolnexus, 8 threads"] / medians["sdk client, 8 tasks"], 2),
         "interrupt_ms_median": round(statistics.median(latency), 2),
         "interrupt_ms_max": round(max(latency), 2),
-        "rounds": args.rounds,
-        "calls": args.calls,
     }
+
+
+def served_side(rounds: int, calls: int) -> dict[str, Any]:
+    """Our WSGI app and the SDK's server, each called by one toolnexus client."""
+    from _gunicorn import free_port, serving
+    from _mcp import sdk_http_server
+
+    port = free_port()
+    env = {"MCP_TEST_SECRET": "benchmark-secret-0123456789"}
+    flags = ("-w", "1", "-k", "gthread", "--threads", "8")
+    with serving(port, str(ROOT / "tests"), "_mcp_served_app:app", *flags, env=env), sdk_http_server("http-json") as sdk_url:
+        theirs = mcp.http(sdk_url, name="sdk-server")
+        mine = mcp.http(f"http://127.0.0.1:{port}/mcp", name="toolnexus-server")
+        try:
+            assert mine.call("add", {"a": 1, "b": 2}).output == "3" and theirs.call("add", {"a": 1, "b": 2}).output == "3"
+            plans: dict[str, Callable[[], float]] = {
+                "wsgi_app, 1 thread": lambda: ours(mine, calls, 1),
+                "sdk server, 1 thread": lambda: ours(theirs, calls, 1),
+                "wsgi_app, 8 threads": lambda: ours(mine, calls, 8),
+                "sdk server, 8 threads": lambda: ours(theirs, calls, 8),
+            }
+            medians = medians_of(plans, rounds)
+        finally:
+            mine.close()
+            theirs.close()
+    return {
+        "calls_per_s": {label: round(value, 1) for label, value in medians.items()},
+        "ratio_1": round(medians["wsgi_app, 1 thread"] / medians["sdk server, 1 thread"], 2),
+        "ratio_8": round(medians["wsgi_app, 8 threads"] / medians["sdk server, 8 threads"], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--side", choices=("client", "served", "both"), default="both")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=800, help="calls per measurement")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    report: dict[str, Any] = {"rounds": args.rounds, "calls": args.calls}
+    if args.side in ("client", "both"):
+        report["client"] = client_side(args.rounds, args.calls)
+    if args.side in ("served", "both"):
+        report["served"] = served_side(args.rounds, args.calls)
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    for label, value in medians.items():
-        print(f"{label:24s} {value:8.1f} calls/s (median of {args.rounds})")
-    print(f"ratio toolnexus / sdk, 1 thread vs 1 task:   {report['ratio_1']:.2f}")
-    print(f"ratio toolnexus / sdk, 8 threads vs 8 tasks: {report['ratio_8']:.2f}")
-    print(f"interrupt to return of a blocked call: median {report['interrupt_ms_median']} ms, max {report['interrupt_ms_max']} ms (20 samples)")
+    client, served = report.get("client"), report.get("served")
+    if client is not None:
+        print("client side: one stdio session to the SDK's server")
+        for label, value in client["calls_per_s"].items():
+            print(f"  {label:24s} {value:8.1f} calls/s (median of {args.rounds})")
+        print(f"  ratio toolnexus / sdk, 1 thread vs 1 task:   {client['ratio_1']:.2f}")
+        print(f"  ratio toolnexus / sdk, 8 threads vs 8 tasks: {client['ratio_8']:.2f}")
+        print(f"  interrupt to return of a blocked call: median {client['interrupt_ms_median']} ms, max {client['interrupt_ms_max']} ms (20 samples)")
+    if served is not None:
+        print("served side: Streamable HTTP (2026-07-28, JSON), one toolnexus client")
+        for label, value in served["calls_per_s"].items():
+            print(f"  {label:24s} {value:8.1f} calls/s (median of {args.rounds})")
+        print(f"  ratio wsgi_app / sdk server, 1 thread:  {served['ratio_1']:.2f}")
+        print(f"  ratio wsgi_app / sdk server, 8 threads: {served['ratio_8']:.2f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -23,14 +24,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(port: int, chdir: str, app: str, *flags: str) -> Iterator[subprocess.Popen[str]]:
+def serving(
+    port: int, chdir: str, app: str, *flags: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
     """``gunicorn -w 2 FLAGS`` serving ``app`` from ``chdir`` on ``port``, once it accepts
-    connections; stopped with SIGTERM (then killed) when the block ends."""
+    connections (``env``: added to this process's environment); stopped with SIGTERM (then
+    killed) when the block ends."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-w", "2", *flags, "-b", f"127.0.0.1:{port}", "--chdir", chdir, "--graceful-timeout", "5", app],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     deadline = time.monotonic() + STARTUP_S
     while True:  # another process: poll until it accepts connections

@@ -62,11 +62,33 @@ def everything_command() -> list[str]:
 
 
 @contextlib.contextmanager
-def sdk_http_server() -> Iterator[str]:
-    """The SDK's server under uvicorn on 127.0.0.1: yields its MCP endpoint URL."""
+def sdk_http_server(mode: str = "http", ttl_ms: int = 0) -> Iterator[str]:
+    """The SDK's server under uvicorn on 127.0.0.1 (``mode``: ``http``, ``http-json`` or
+    ``http-sse``, see ``_mcp_server.py``): yields its MCP endpoint URL."""
     require_sdk()
+    env = {**os.environ, "TOOLNEXUS_TEST_MCP_TTL_MS": str(ttl_ms)}
+    with _port_printing([sys.executable, str(HERE / "_mcp_server.py"), mode], env, "the SDK's HTTP server") as port:
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def mcp1_command() -> list[str]:
+    """The SDK's 1.x server (handshake era only) over stdio, run by its own interpreter."""
+    return [service_url("mcp1-python"), str(HERE / "_mcp1_server.py"), "stdio"]
+
+
+@contextlib.contextmanager
+def mcp1_http_server() -> Iterator[str]:
+    """The SDK's 1.x server with sessions under uvicorn: yields its MCP endpoint URL."""
+    command = [*mcp1_command()[:2], "http"]
+    with _port_printing(command, dict(os.environ), "the mcp 1.x HTTP server") as port:
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@contextlib.contextmanager
+def _port_printing(command: list[str], env: dict[str, str], what: str) -> Iterator[int]:
+    """Run a server that prints its port first; stopped (killed if need be) and reaped after."""
     errors = tempfile.TemporaryFile()  # a pipe nobody reads could fill and stall the server
-    process = subprocess.Popen([sys.executable, str(HERE / "_mcp_server.py"), "http"], stdout=subprocess.PIPE, stderr=errors)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, env=env)
     try:
         assert process.stdout is not None
         ready, _, _ = select.select([process.stdout], [], [], STARTUP_S)
@@ -74,16 +96,37 @@ def sdk_http_server() -> Iterator[str]:
         if not line.strip().isdigit():
             process.kill()
             errors.seek(0)
-            raise AssertionError(f"the SDK's HTTP server did not start: {errors.read().decode()[-2000:]}")
-        yield f"http://127.0.0.1:{int(line)}/mcp"
+            raise AssertionError(f"{what} did not start: {errors.read().decode()[-2000:]}")
+        yield int(line)
     finally:
         errors.close()
-        process.terminate()
+        process.terminate()  # uvicorn of mcp 1.x ignores it while a stream is open: then killed
         try:
-            process.wait(10)
+            process.wait(5)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def wrong_sums(server, threads: int, calls: int) -> list[str]:
+    """``calls`` ``add`` calls from each of ``threads`` threads sharing ``server``: the
+    outputs that are not the sum asked (a reply that crossed to another call)."""
+    import threading
+
+    wrong: list[str] = []
+
+    def work(thread: int) -> None:
+        for n in range(calls):
+            result = server.call("add", {"a": thread * 100 + n, "b": 1})
+            if result.output != str(thread * 100 + n + 1):
+                wrong.append(result.output)
+
+    workers = [threading.Thread(target=work, args=(each,)) for each in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60 * 3)
+    return wrong
 
 
 def process_gone(pid: int) -> bool:

@@ -27,14 +27,18 @@ def reply(exchange: Exchange, request_id: Any, result: dict[str, Any]) -> None:
 
 
 def mcp_endpoint(attack: Attack, tools_list: Attack | None = None) -> Callable[[Exchange], None]:
-    """A script that speaks MCP over HTTP to the handshake, then answers ``tools/call`` (and
-    ``tools/list`` when given) with ``attack``."""
+    """A script that speaks MCP over HTTP to the handshake (of the 2025 era: the 2026-07-28
+    probe is answered 404 method not found), then answers ``tools/call`` (and ``tools/list``
+    when given) with ``attack``."""
 
     def script(exchange: Exchange) -> None:
         message = body_of(exchange)
         method = message.get("method")
         if "id" not in message:
             exchange.reply(b"", status=202)
+        elif method == "server/discover":
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}}
+            exchange.reply(json.dumps(error).encode(), status=404)
         elif method == "initialize":
             reply(exchange, message["id"], {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
                                              "serverInfo": {"name": "hostile", "version": "1"}})

@@ -83,6 +83,8 @@ def main() -> None:
             stderr_line(int(sys.argv[2]))
         elif method == "tools/call" and mode == "deep":
             deep(request_id)
+        elif request_id is not None and method != "tools/call":  # the 2026-07-28 probe: a server of the 2025 era
+            send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "Method not found"}})
 
 
 main()

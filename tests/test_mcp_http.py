@@ -1,4 +1,6 @@
-"""MCP over Streamable HTTP against the official Python SDK's server under uvicorn."""
+"""MCP over Streamable HTTP against the official Python SDK's servers under uvicorn: the
+handshake era's sessions against ``mcp`` 1.x (which speaks nothing newer), the rest against
+``mcp`` 2.3.0 (2026-07-28, no session)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import threading
 import pytest
 import requests
 
-from _mcp import sdk_http_server
+from _mcp import mcp1_http_server, sdk_http_server, wrong_sums
 from conftest import HANG_TIMEOUT
 from toolnexus import ConfigError, ToolContext, Toolkit
 from toolnexus import mcp
@@ -21,21 +23,27 @@ def url():
         yield endpoint
 
 
+@pytest.fixture(scope="module")
+def legacy_url():
+    with mcp1_http_server() as endpoint:
+        yield endpoint
+
+
 @pytest.fixture
-def server(url, closing):
-    return closing(mcp.http(url, headers={"Authorization": "Bearer s3cret-token"}))
+def server(legacy_url, closing):
+    return closing(mcp.http(legacy_url, headers={"Authorization": "Bearer s3cret-token"}))
 
 
 def _post(url: str, session_id: str, message: dict) -> requests.Response:
-    headers = {"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-06-18"}
+    headers = {"Accept": "application/json, text/event-stream", "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"}
     return requests.post(url, json=message, headers=headers, timeout=HANG_TIMEOUT)
 
 
 def test_tools_are_listed_and_called_over_http_in_one_session(server):
-    # The SDK's server refuses a message without the session id it gave, so each call
-    # succeeding shows the id is sent back.
+    # The server refuses a message without the session id it gave, so each call succeeding
+    # shows the id is sent back (and not the one it gave with its refusal of the probe).
     toolkit = Toolkit(server.tools())
-    assert server.protocol_version == "2025-06-18" and server.session_id
+    assert server.protocol_version == "2025-11-25" and server.session_id
     assert {"add", "echo", "slow"} <= set(toolkit.tool_names())
     first = server.session_id
     assert toolkit.execute("add", {"a": 5, "b": 6}).output == "11"
@@ -43,19 +51,19 @@ def test_tools_are_listed_and_called_over_http_in_one_session(server):
     assert server.session_id == first
 
 
-def test_close_deletes_the_http_session(server, url):
+def test_close_deletes_the_http_session(server, legacy_url):
     server.tools()
     session_id = server.session_id
     server.close()
-    reply = _post(url, session_id, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    reply = _post(legacy_url, session_id, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert reply.status_code == 404
 
 
-def test_a_session_the_server_forgot_is_started_again_once(server, url):
+def test_a_session_the_server_forgot_is_started_again_once(server, legacy_url):
     server.tools()
     old = server.session_id
-    headers = {"Mcp-Session-Id": old, "MCP-Protocol-Version": "2025-06-18"}
-    assert requests.delete(url, headers=headers, timeout=HANG_TIMEOUT).status_code in (200, 204)
+    headers = {"Mcp-Session-Id": old, "MCP-Protocol-Version": "2025-11-25"}
+    assert requests.delete(legacy_url, headers=headers, timeout=HANG_TIMEOUT).status_code in (200, 204)
     assert server.call("add", {"a": 1, "b": 2}).output == "3"
     assert server.session_id not in (None, old)
 
@@ -63,25 +71,15 @@ def test_a_session_the_server_forgot_is_started_again_once(server, url):
 def test_many_threads_share_one_http_session(server):
     server.tools()
     session_id = server.session_id
-    wrong: list[str] = []
-
-    def calls(thread: int) -> None:
-        for n in range(25):
-            result = server.call("add", {"a": thread * 100 + n, "b": 1})
-            if result.output != str(thread * 100 + n + 1):
-                wrong.append(result.output)
-
-    threads = [threading.Thread(target=calls, args=(each,)) for each in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANG_TIMEOUT * 3)
-    assert wrong == [] and server.session_id == session_id
+    assert wrong_sums(server, threads=8, calls=25) == [] and server.session_id == session_id
 
 
-def test_an_interrupt_over_http_returns_at_once_and_the_server_is_told(url, closing):
-    server = closing(mcp.http(url))
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+def test_an_interrupt_over_http_returns_at_once_and_the_server_is_told(url, legacy_url, closing, era):
+    # 2026-07-28: the reply is cut; the handshake era: notifications/cancelled is posted.
+    server = closing(mcp.http(url if era == "2026-07-28" else legacy_url))
     before = int(server.call("cancellations", {}).output)
+    assert server.protocol_version == era
     ctx = ToolContext()
     threading.Timer(0.2, ctx.cancelled.set).start()
     result = server.call("slow", {"seconds": 30}, ctx)

@@ -20,7 +20,7 @@ from ..errors import Cancelled
 from .._team.handle import Handle, Turn
 from .._team.record import Resume
 from .._tools.toolkit import Toolkit
-from .._tools.tools import failure, suspend
+from .._tools.tools import failure, hears_declines, suspend
 from ..wire import from_wire, to_wire
 
 
@@ -268,21 +268,35 @@ IN_DOUBT = "in doubt: {tool} was running when its process stopped, and did not f
 RETRY_KIND = "retry"
 
 
-def apply_resume(resume: Resume | None, step: int, calls: list[ToolCall], kept: dict[str, ToolResult], answers: dict[str, Answer]) -> str | None:
+def apply_resume(
+    resume: Resume | None,
+    step: int,
+    calls: list[ToolCall],
+    kept: dict[str, ToolResult],
+    answers: dict[str, tuple[Request, Answer]],
+) -> str | None:
     """Apply a resume to the step whose call halted: an ok answer goes to that call (run
-    again with ``ctx.answer``); a declined one is fed back without running it. Returns the
-    call a ``retry`` question said to run again, in doubt or not."""
+    again with ``ctx.answer`` and ``ctx.request``), as does a declined one when its tool
+    hears declines (``hears_declines``); any other declined one is fed back without
+    running it. Returns the call a ``retry`` question said to run again, in doubt or not."""
     if resume is None or resume.step != step or not any(call.id == resume.call for call in calls):
         return None
-    request, answer = resume.request, resume.answer
+    return apply_answer(resume.call, resume.request, resume.answer, kept, answers)
+
+
+def apply_answer(
+    call: str, request: Request, answer: Answer, kept: dict[str, ToolResult], answers: dict[str, tuple[Request, Answer]]
+) -> str | None:
+    """Apply ``answer`` to the halted ``call`` (see ``apply_resume``): into ``answers`` for
+    the call to get, into ``kept`` as its result, or returned as the call to run again."""
     if request.kind == RETRY_KIND:  # about running the call again, not an answer for the tool itself
         if answer.ok:
-            return resume.call
-        kept[resume.call] = failure(IN_DOUBT.format(tool=(request.data or {}).get("tool", "the tool")))
-    elif answer.ok:
-        answers[resume.call] = answer
+            return call
+        kept[call] = failure(IN_DOUBT.format(tool=(request.data or {}).get("tool", "the tool")))
+    elif answer.ok or hears_declines(request):
+        answers[call] = (request, answer)
     else:
-        kept[resume.call] = declined(answer, request)
+        kept[call] = declined(answer, request)
     return None
 
 

@@ -23,11 +23,11 @@ from .._model import pricing
 from ..data import UNMEASURED, Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
 from .._model.engine import ModelCall, WireStyle
 from ..errors import Cancelled, LLMError, UnknownRequest
-from .journal import IN_DOUBT, RETRY_KIND, declined as _declined
+from .journal import declined as _declined
 from .._tools.output import FINAL_RESULT, Accepted, check_toolkit
 from .runspec import Engine, RunSpec
 from .._tools.toolkit import Toolkit
-from .._tools.tools import ToolContext, failure
+from .._tools.tools import ToolContext, hears_declines
 
 __all__ = ["Engine", "RunSpec", "initial_messages", "resume", "start"]
 
@@ -54,6 +54,8 @@ class _Outcome:
 
 
 LIMIT_TEXT = budget.LIMIT_TEXT
+#: How often ``wait_for`` is asked again by a tool that hears declines (an MCP server's rounds).
+MAX_ASKED_AGAIN = 10
 #: The server cut the final answer at its output-token limit; the text stays as it came.
 MAX_OUTPUT_TOKENS = "maxOutputTokens"
 #: The result given to a tool call that a stored transcript left without one (a run that
@@ -92,21 +94,13 @@ def resume(
     if answer.id != pending.id:
         raise UnknownRequest(f"answer {answer.id!r} does not match the pending request {pending.id!r}")
     index, calls = _last_tool_turn(engine.style, messages)
-    if index is None:
+    results = engine.style.tool_results_in(messages[index + 1 :]) if index is not None else []
+    found = [(cid, res) for cid, res in results if any(c.id == cid for c in calls)]
+    if index is None or not found:
         raise UnknownRequest(f"the transcript has no tool call waiting on request {pending.id!r}")
-    found = [(cid, res) for cid, res in engine.style.tool_results_in(messages[index + 1 :]) if any(c.id == cid for c in calls)]
-    if not found:
-        raise UnknownRequest(f"the transcript has no tool call waiting on request {pending.id!r}")
-    halted_id = found[-1][0]
     kept = dict(found[:-1])
-    answers = {halted_id: answer}
-    if pending.kind == RETRY_KIND:
-        answers = {}  # the answer was about running the call again, not for the tool itself
-        if not answer.ok:
-            kept[halted_id] = failure(IN_DOUBT.format(tool=(pending.data or {}).get("tool", "the tool")))
-    elif not answer.ok:
-        kept[halted_id] = _declined(answer, pending)
-        answers = {}
+    answers: dict[str, tuple[Request, Answer]] = {}
+    journal.apply_answer(found[-1][0], pending, answer, kept, answers)
     state = _State(messages=list(messages[: index + 1]))
     announced = frozenset(call.id for call in calls)  # when the step first ran
     halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers, announced=announced)
@@ -161,7 +155,7 @@ def _step(
     calls: list[ToolCall],
     *,
     kept: dict[str, ToolResult] | None = None,
-    answers: dict[str, Answer] | None = None,
+    answers: dict[str, tuple[Request, Answer]] | None = None,
     announced: frozenset[str] | None = None,
 ) -> tuple[Request | None, Accepted | None]:
     """The tool calls of one model step; a typed run's ``final_result`` calls are answered
@@ -319,7 +313,7 @@ def _tool_phase(
     calls: list[ToolCall],
     *,
     kept: dict[str, ToolResult] | None = None,
-    answers: dict[str, Answer] | None = None,
+    answers: dict[str, tuple[Request, Answer]] | None = None,
     announced: frozenset[str] | None = None,
 ) -> Request | None:
     """Run every call without a kept result, concurrently (one after another when the
@@ -413,8 +407,10 @@ class _Started:
     result: ToolResult | None = None
 
 
-def _start_call(spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, answer: Answer | None) -> _Started:
-    ctx = _context(spec, call, answer)
+def _start_call(
+    spec: RunSpec, toolkit: Toolkit, call: ToolCall, turn: int, given: tuple[Request, Answer] | None
+) -> _Started:
+    ctx = _context(spec, call, *(given or (None, None)))
     begun = _Started(call=call, turn=turn, args=None, ctx=ctx, started=time.perf_counter(), span=spec.trace.tool(call))
     args, problem = decode_arguments(call.arguments)
     if problem is not None:
@@ -461,18 +457,23 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
 
 
 def _interpret(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], request: Request) -> ToolResult:
-    """§10.1: ask ``wait_for``; on ok run the call once more with the answer."""
-    try:
-        answer = spec.wait_for(request)  # type: ignore[misc]
-    except Exception:
-        log.debug("wait_for raised; treating the request as declined", exc_info=True)
-        answer = Answer(id=request.id, ok=False, reason="declined")
-    if not isinstance(answer, Answer) or not answer.ok:
-        return _declined(answer if isinstance(answer, Answer) else None, request)
-    retried = _execute(spec, toolkit, call.name, args, _context(spec, call, answer))
-    if retried.pending is not None:
-        return ToolResult(output=f"unresolved: {retried.pending.prompt}", is_error=True)
-    return retried
+    """§10.1: ask ``wait_for``; on ok run the call once more with the answer. A tool that
+    hears declines gets every answer, and may ask again (a bounded number of rounds)."""
+    for _ in range(MAX_ASKED_AGAIN + 1):
+        try:
+            answer = spec.wait_for(request)  # type: ignore[misc]
+        except Exception:
+            log.debug("wait_for raised; treating the request as declined", exc_info=True)
+            answer = None
+        if not isinstance(answer, Answer) or (not answer.ok and not hears_declines(request)):
+            return _declined(answer if isinstance(answer, Answer) else None, request)
+        retried = _execute(spec, toolkit, call.name, args, _context(spec, call, request, answer))
+        if retried.pending is None or not hears_declines(retried.pending):
+            break
+        request = retried.pending
+    if retried.pending is None:
+        return retried
+    return ToolResult(output=f"unresolved: {retried.pending.prompt}", is_error=True)
 
 
 def _execute(spec: RunSpec, toolkit: Toolkit, name: str, args: Any, ctx: ToolContext) -> ToolResult:
@@ -487,11 +488,12 @@ def _execute(spec: RunSpec, toolkit: Toolkit, name: str, args: Any, ctx: ToolCon
         return ToolResult(output=f"tool {name} failed: around_tool raised {type(exc).__name__}: {exc}", is_error=True)
 
 
-def _context(spec: RunSpec, call: ToolCall, answer: Answer | None) -> ToolContext:
+def _context(spec: RunSpec, call: ToolCall, request: Request | None, answer: Answer | None) -> ToolContext:
     key = spec.call_key(call.id) if spec.call_key is not None else None
-    if spec.scope is None:
-        return ToolContext(answer=answer, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
-    return ToolContext(answer=answer, cancelled=spec.scope.event, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
+    given: dict[str, Any] = {"answer": answer, "request": request if answer is not None else None}
+    if spec.scope is not None:
+        given["cancelled"] = spec.scope.event
+    return ToolContext(**given, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
 
 
 def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:

@@ -49,7 +49,9 @@ def checked_name(name: Any) -> str:
 class ToolContext:
     """What a running tool may know about its call.
 
-    ``answer`` is set only on the retry after a suspension; ``cancelled`` is set when the
+    ``answer`` is set only on the retry after a suspension, and ``request`` with it: the
+    ``Request`` it answers, as the suspension made it (so a retry in another process, after
+    a restart, has everything the first call knew); ``cancelled`` is set when the
     run is interrupted, so a long tool can stop early; ``handle_id`` is the agent handle
     running the tool, inside the runtime; ``idempotency_key`` is one string per tool call,
     the same for every execution of that call (the first, the retry after an Answer, a
@@ -57,6 +59,7 @@ class ToolContext:
     """
 
     answer: Answer | None = None
+    request: Request | None = None
     cancelled: threading.Event = attrs.field(factory=CancelEvent)
     handle_id: str | None = None
     call_id: str | None = None
@@ -132,6 +135,18 @@ def failure(text: str, **metadata: Any) -> ToolResult:
 def suspend(request: Request, output: str | None = None) -> ToolResult:
     """A suspension: the run needs ``request`` answered before this call can finish."""
     return ToolResult(output=request.prompt if output is None else output, is_error=True, metadata={"pending": request})
+
+
+#: The kind of a ``Request`` made of an MCP server's questions (CONTRACT §18b).
+MCP_INPUT = "mcp_input"
+#: Kinds whose tool runs again whatever the answer: the tool itself tells the asker no (an
+#: MCP server is sent the decline), instead of the run feeding back ``declined: <prompt>``.
+TOOL_HEARS_DECLINES = frozenset({MCP_INPUT})
+
+
+def hears_declines(request: Request) -> bool:
+    """Whether a declined answer to ``request`` still goes to its tool (see ``TOOL_HEARS_DECLINES``)."""
+    return request.kind in TOOL_HEARS_DECLINES
 
 
 def is_suspension(result: ToolResult) -> bool:

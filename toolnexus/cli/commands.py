@@ -1,5 +1,6 @@
 """The ``toolnexus`` command: ``demo``, ``run TEAM.toml "prompt"``, ``answer``, ``retry``,
-``show``, ``prune``, ``backup`` and ``--version`` (the stored-tree commands live in ``clistate``).
+``show``, ``prune``, ``backup``, ``mcp serve`` and ``--version`` (the stored-tree commands live
+in ``stored``, the MCP server in ``mcp_serve``).
 
 Standard library only (``argparse``, ``tomllib``). The live tree and the approval prompts
 live in ``console``; team files are read and checked by ``teamfile``.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -16,6 +18,7 @@ import threading
 from typing import IO, Any, Callable, Iterator, Sequence
 
 from .. import __version__
+from . import mcp_serve as climcp
 from . import stored as clistate
 from .console import Approver, LiveTree, dollars, run_views, tree_lines
 from ..data import AgentResult, Answer, Request, make_answer
@@ -27,6 +30,10 @@ from .teamfile import STYLES, Team, TeamFileError, load_team
 __all__ = ["main", "load_team", "Team", "TeamFileError", "LiveTree", "Approver", "drive", "tree_lines"]
 
 EXIT_DONE, EXIT_ERROR, EXIT_UNFINISHED = 0, 1, 2
+_DATA_HELP = (
+    "what the answer carries with --yes, as JSON: the fields of a form an MCP server asks for, "
+    "e.g. '{\"approve\": true, \"note\": \"ok\"}'"
+)
 #: Ctrl-C, and a reader that closed the pipe early: as a shell reports SIGINT and SIGPIPE.
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
@@ -97,15 +104,10 @@ def _parser() -> argparse.ArgumentParser:
             group.add_argument("--no-input", action="store_true", help="never ask: a run that needs an answer stops pending (exit 2)")
         command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
 
-    def connection(command: argparse.ArgumentParser) -> None:
-        command.add_argument("--base-url", help="model endpoint (overrides [connection] base_url)")
-        command.add_argument("--model", help="model name (overrides [connection] model)")
-        command.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
-
     def continuing(command: argparse.ArgumentParser) -> None:
         """What the commands that continue a stored run take besides their own arguments."""
         command.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
-        connection(command)
+        _connection_flags(command)
         command.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
         command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
 
@@ -130,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("team", metavar="TEAM.toml")
     run.add_argument("prompt", metavar="PROMPT")
-    connection(run)
+    _connection_flags(run)
     run.add_argument("--entry", help="the agent to run (overrides entry)")
     run.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
     run.add_argument("--state", metavar="FILE", help="keep the run in this SQLite file (or postgresql:// URL), so a pending run outlives the command (overrides [state] path)")
@@ -147,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     decision = answer.add_mutually_exclusive_group(required=True)
     decision.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve the request")
     decision.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline the request")
+    answer.add_argument("--data", type=_json_value, metavar="JSON", help=_DATA_HELP)
     continuing(answer)
 
     retry = commands.add_parser(
@@ -159,8 +162,15 @@ def _parser() -> argparse.ArgumentParser:
     retry.add_argument("handle", metavar="HANDLE")
     continuing(retry)
     clistate.add_commands(commands)
-    eval_command.add_command(commands, connection)
+    eval_command.add_command(commands, _connection_flags)
+    climcp.add_commands(commands, _connection_flags)
     return parser
+
+
+def _connection_flags(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--base-url", help="model endpoint (overrides [connection] base_url)")
+    command.add_argument("--model", help="model name (overrides [connection] model)")
+    command.add_argument("--style", choices=STYLES, help="wire style (overrides [connection] style)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -192,6 +202,8 @@ def _command(argv: Sequence[str] | None) -> int:
             return _retry(args)
         if args.command == "eval":
             return eval_command.run(args, _connection_options)
+        if args.command == "mcp":
+            return _mcp_serve(args)
         return _run(args)
     except ToolnexusError as exc:
         sys.stderr.write(f"toolnexus: error: {exc}\n")
@@ -255,7 +267,8 @@ def _answer(args: argparse.Namespace) -> int:
         except BaseException:
             rt.release()
             raise
-        answer = make_answer(request.id, args.decision, reason=None if args.decision else "declined")
+        data = args.data if args.decision else None
+        answer = make_answer(request.id, args.decision, data=data, reason=None if args.decision else "declined")
         path = (request.data or {}).get("path") or []
         top = "/".join(path[:2])
         display = sys.stderr if args.json else sys.stdout
@@ -266,6 +279,22 @@ def _answer(args: argparse.Namespace) -> int:
             return _settled(rt, top)
 
         return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def _mcp_serve(args: argparse.Namespace) -> int:
+    with contextlib.closing(load_team(args.team)) as team:  # its MCP servers end with the command
+        options = _connection_options(args, team)
+        state = args.state or team.state
+        if state:
+            options["state"] = state
+        return climcp.serve(team, args.agent or team.entry, options)
 
 
 def _retry(args: argparse.Namespace) -> int:

@@ -184,9 +184,26 @@ def connection_flags(args: argparse.Namespace) -> list[str]:
 
 def answer_hint(request: Request, team: str, state: str, flags: list[str], out: IO[str]) -> None:
     out.write(f"\nwaiting for an answer:\n  id:     {request.id}\n  kind:   {request.kind}\n  prompt: {request.prompt}\n")
+    fields = form_fields((request.data or {}).get("schema"))
+    if fields:
+        out.write(f"  fields: {fields}\n")
     command = ["toolnexus", "answer", team, request.id, "--state", state, *flags]
-    out.write(f"answer it with:\n  {shlex.join(command)} --yes   (or --no)\n")
+    data = "   with --data '{...}' for the fields" if fields else ""
+    out.write(f"answer it with:\n  {shlex.join(command)} --yes   (or --no){data}\n")
     out.flush()
+
+
+def form_fields(schema: Any) -> str:
+    """A form's fields in one line (``approve: boolean (required), note: string``), or ""."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return ""
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    shown = []
+    for name, field in properties.items():
+        kind = field.get("type", "value") if isinstance(field, dict) else "value"
+        shown.append(f"{name}: {kind}{' (required)' if name in required else ''}")
+    return ", ".join(shown)
 
 
 def retry_hint(handle_id: str, team: str, state: str, flags: list[str], out: IO[str], *, stopped: bool = False) -> None:

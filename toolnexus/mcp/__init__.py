@@ -1,7 +1,11 @@
 """MCP tools, synchronously: ``stdio(command)`` and ``http(url)`` give an ``MCPServer``.
 
 No event loop anywhere: a server is one JSON-RPC session over a pipe to a child process,
-or over Streamable HTTP with the library's ``requests`` session, shared by every thread::
+or over Streamable HTTP with the library's ``requests`` session, shared by every thread.
+Both eras: the stateless revision 2026-07-28 when the server speaks it, else the
+``initialize`` handshake (2025-11-25 and older). A server's questions (``input_required``)
+become ``Request``s of kind ``mcp_input``: answered by ``on_input``, ``wait_for``, or a
+person later, from any process (CONTRACT §18b)::
 
     from toolnexus import mcp
 
@@ -19,9 +23,21 @@ from .. import _seconds as seconds
 from ..errors import ConfigError
 from . import _stdio
 from ._rpc import Session
-from .server import PROTOCOL_VERSIONS, MCPError, MCPServer
+from .server import PROTOCOL_VERSIONS, MCPError, MCPServer, OnInput
+from .wsgi import MCPApp, django_view, wsgi_app
 
-__all__ = ["stdio", "http", "MCPServer", "MCPError", "PROTOCOL_VERSIONS", "DEFAULT_MAX_MESSAGE_BYTES"]
+__all__ = [
+    "stdio",
+    "http",
+    "MCPServer",
+    "MCPError",
+    "OnInput",
+    "PROTOCOL_VERSIONS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "wsgi_app",
+    "django_view",
+    "MCPApp",
+]
 
 #: The longest message a server may send (a stdio line, an HTTP body, one event of a stream).
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -35,6 +51,7 @@ def stdio(
     timeout: float = 30.0,
     name: str | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    on_input: OnInput | None = None,
 ) -> MCPServer:
     """A server run as a child process speaking JSON-RPC over its stdin and stdout.
 
@@ -47,6 +64,11 @@ def stdio(
     flight with an error naming the limit and restarts the server; messages to a server
     that stops reading wait no longer than their call. ``name`` (default: the command)
     names the server in error results and logs.
+
+    ``on_input(request) -> Answer | None`` answers the server's questions inline, on the
+    calling thread: each ``mcp_input`` ``Request`` before any ``wait_for`` (None leaves it
+    to ``wait_for`` or a person), and a legacy server's ``elicitation/create`` during a
+    call (None, or no ``on_input``, declines it).
 
     Raises:
         ConfigError: an empty command, a ``timeout`` that is not positive, or a
@@ -66,7 +88,7 @@ def stdio(
         return _stdio.StdioWire(session, argv, environment, workdir, limit)
 
     label = name or " ".join([os.path.basename(argv[0]), *argv[1:]])[:80]
-    return MCPServer(label, connect, timeout=timeout)
+    return MCPServer(label, connect, timeout=timeout, on_input=_callable("on_input", on_input))
 
 
 def http(
@@ -76,6 +98,7 @@ def http(
     timeout: float = 30.0,
     name: str | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    on_input: OnInput | None = None,
 ) -> MCPServer:
     """A server reached over Streamable HTTP at ``url`` (its MCP endpoint, e.g.
     ``http://127.0.0.1:8000/mcp``). ``headers`` go on every request (an ``Authorization``
@@ -84,7 +107,8 @@ def http(
     other fails the call (``tools()``: ``MCPError``) naming its status. ``timeout``
     (seconds) bounds each request as a whole, connection, headers and body. A JSON body or
     one event of a stream longer than ``max_message_bytes`` (default 8 MiB) fails that
-    request with an error naming the limit; no more of it is read.
+    request with an error naming the limit; no more of it is read. ``on_input`` as for
+    ``stdio``.
 
     Raises:
         ConfigError: a URL that is not http(s), a ``timeout`` that is not positive, or a
@@ -101,10 +125,16 @@ def http(
     def connect(session: Session) -> _http.HttpWire:
         return _http.HttpWire(session, url, fixed, limit)
 
-    return MCPServer(name or public_url(url), connect, timeout=timeout)
+    return MCPServer(name or public_url(url), connect, timeout=timeout, on_input=_callable("on_input", on_input))
 
 
 def _byte_limit(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"max_message_bytes must be a positive integer (bytes), not {value!r}")
+    return value
+
+
+def _callable(what: str, value: OnInput | None) -> OnInput | None:
+    if value is not None and not callable(value):
+        raise ConfigError(f"{what} must be a callable taking a Request, not {value!r}")
     return value

@@ -2,11 +2,17 @@
 
 Every message is a POST with ``Accept: application/json, text/event-stream``. A request's
 reply is a JSON body or an event stream that carries it, maybe after requests and
-notifications of the server's own, each handed to the JSON-RPC session as it arrives. The
-``Mcp-Session-Id`` the server gives is sent back on every later message, as is the agreed
+notifications of the server's own, each handed to the JSON-RPC session as it arrives.
+
+Two eras. Modern (2026-07-28, and the probe that asks for it): every POST names
+``MCP-Protocol-Version``, ``Mcp-Method`` and (a tool call) ``Mcp-Name``; there is no
+session, and no notification is posted (a request is cancelled by cutting its reply).
+Legacy (after an ``initialize`` handshake): the ``Mcp-Session-Id`` the server gives with a
+successful reply is sent back on every later message, as is the agreed
 ``MCP-Protocol-Version``; a 404 while holding a session id means the server forgot the
 session (``Expired``). Closing DELETEs the session (a 405 means the server does not allow
-that, which is fine).
+that, which is fine). ``listen`` keeps one request open on a thread of its own, reading
+the stream of notifications it answers with until it ends or the wire closes.
 
 Bounds: each exchange runs on the calling thread in a ``CancelScope`` that an interrupt,
 ``close`` or the exchange's deadline shuts (``_body``), and its reply is read within
@@ -23,13 +29,14 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from .._model.cancel import CancelScope, set_current_scope
 from .._model.transport import cancellable_session, describe_failure, public_url
 from ._body import Body, severed_at
-from ._rpc import Cancel, Expired, Failed, Gone, Pending, Refused, Session, decode, woken_by
+from . import _protocol as protocol
+from ._rpc import Cancel, Expired, Failed, Gone, HttpStatus, Pending, Refused, Session, StreamEnd, decode, woken_by
 
 if TYPE_CHECKING:
     import requests
@@ -39,6 +46,9 @@ log = logging.getLogger("toolnexus")
 _ACCEPT = "application/json, text/event-stream"
 _CONNECT_TIMEOUT_S = 10.0
 _CLOSE_TIMEOUT_S = 5.0
+#: How long a listen stream may stay silent before it is taken for dead (the SDK's server
+#: sends a keep-alive every 15 s); the list is then listed afresh and the listen opened again.
+LISTEN_SILENCE_S = 60.0
 _EXCERPT = 300
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 #: Same-origin 307/308 redirects followed for one message.
@@ -60,13 +70,22 @@ class HttpWire:
         self._http: requests.Session = cancellable_session()
         self._lock = threading.Lock()  # guards: session_id, protocol_version, _live, _closed
         self.session_id: str | None = None
-        #: The agreed protocol version, sent on every message once the handshake is done.
+        #: The protocol version sent on every message: ``MODERN`` from the probe on, else
+        #: the version agreed by the handshake (None during it).
         self.protocol_version: str | None = None
         self._live: set[CancelScope] = set()
+        self._listening: list[threading.Thread] = []
         self._closed = False
         self._reading = threading.local()  # .bounds: (scope, deadline) of the reply this thread reads
 
+    @property
+    def modern(self) -> bool:
+        with self._lock:
+            return self.protocol_version == protocol.MODERN
+
     def send(self, message: dict[str, Any], pending: Pending | None, deadline: float, cancelled: Cancel) -> bool:
+        if pending is None and "id" not in message and self.modern:
+            return True  # no notification goes over modern HTTP: cutting a reply cancels its request
         outer = getattr(self._reading, "bounds", None)
         if outer is not None:  # sent while this thread reads a reply: within that reply's bounds
             scope, outer_deadline = outer
@@ -96,14 +115,28 @@ class HttpWire:
                 raise
             raise Gone(f"mcp server {self._name}: POST {self._where} failed: {describe_failure(exc)}") from None
 
-    def _exchange(self, message: dict[str, Any], pending: Pending | None, deadline: float) -> None:
+    def _message_headers(self, message: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+        """The headers of one POST, and the session id among them (legacy only)."""
         headers = dict(self._headers)
         with self._lock:
-            sent_session = self.session_id
-            if sent_session is not None:
-                headers["Mcp-Session-Id"] = sent_session
-            if self.protocol_version is not None:
-                headers["MCP-Protocol-Version"] = self.protocol_version
+            version, sent_session = self.protocol_version, self.session_id
+        if version == protocol.MODERN:
+            method = message.get("method")
+            headers[protocol.HEADER_VERSION] = version
+            if isinstance(method, str):
+                headers[protocol.HEADER_METHOD] = protocol.header_value(method)
+                name = protocol.named(method, message.get("params"))
+                if name is not None:
+                    headers[protocol.HEADER_NAME] = protocol.header_value(name)
+            return headers, None
+        if sent_session is not None:
+            headers["Mcp-Session-Id"] = sent_session
+        if version is not None:
+            headers[protocol.HEADER_VERSION] = version
+        return headers, sent_session
+
+    def _exchange(self, message: dict[str, Any], pending: Pending | None, deadline: float) -> None:
+        headers, sent_session = self._message_headers(message)
         data = _ENCODE(message).encode("utf-8")
         what = f"the reply to {message.get('method') or 'a message'} (POST {self._where})"
         url = self._url
@@ -147,10 +180,11 @@ class HttpWire:
 
     def _take(self, response: requests.Response, sent_session: str | None, pending: Pending | None, body: Body) -> None:
         given = response.headers.get("Mcp-Session-Id")
-        if given:
-            with self._lock:
-                self.session_id = self.session_id or given
         status = response.status_code
+        if given and status < 300:  # a failed reply's session (a legacy server's answer to the probe) is no one's
+            with self._lock:
+                if self.protocol_version != protocol.MODERN:
+                    self.session_id = self.session_id or given
         if status == 404 and sent_session is not None:
             raise Expired(f"mcp server {self._name}: the server no longer knows session {sent_session} (HTTP 404)")
         kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -164,7 +198,7 @@ class HttpWire:
         delivered = False
         if kind == "application/json" and content.strip():
             try:
-                self._rpc.deliver(decode(content))
+                self._rpc.deliver(decode(content), pending)
                 delivered = True
             except ValueError:
                 pass
@@ -173,9 +207,11 @@ class HttpWire:
                 log.debug("mcp server %s: a message was refused with HTTP %d", self._name, status)
             return
         if status >= 300:
-            raise Gone(f"mcp server {self._name}: POST {self._where} failed: HTTP {status}{_excerpt(content)}")
+            failed = f"POST {self._where} failed: HTTP {status}{_excerpt(content)}"
+            raise HttpStatus(f"mcp server {self._name}: {failed}", status)
         if status == 202 or not delivered:
-            raise Gone(f"mcp server {self._name}: HTTP {status} from {self._where} without a reply to the request")
+            unanswered = f"HTTP {status} from {self._where} without a reply to the request"
+            raise HttpStatus(f"mcp server {self._name}: {unanswered}", status)
 
     def _read_stream(self, body: Body, pending: Pending | None) -> None:
         for event in body.events():
@@ -186,7 +222,7 @@ class HttpWire:
             except ValueError:
                 log.warning("mcp server %s sent an event that is not JSON; ignored: %.200r", self._name, event.data)
                 continue
-            self._rpc.deliver(message)
+            self._rpc.deliver(message, pending)
             if pending is None or pending.done.is_set():
                 return  # the reply is in: the rest of the stream is not waited for
         if pending is not None and not pending.done.is_set():
@@ -208,15 +244,68 @@ class HttpWire:
             with self._lock:
                 self._live.discard(scope)
 
+    # --- a request that stays open ---------------------------------------------------------
+
+    def listen(self, message: dict[str, Any], on_end: StreamEnd) -> Callable[[], None]:
+        """Keep ``message`` (a modern ``subscriptions/listen``) open on a thread of its own,
+        handing each message of its stream to the session; ``on_end(None)`` once the stream
+        ends without the server's closing reply (cut, silent for ``LISTEN_SILENCE_S``,
+        refused). Returns what stops it (``close`` stops it too)."""
+        scope = CancelScope()
+
+        def run() -> None:
+            try:
+                with self._registered(scope):
+                    set_current_scope(scope)
+                    self._listen(message, scope)
+            except Exception as exc:
+                if not scope.cancelled:
+                    log.debug("mcp server %s: the listen stream ended: %s", self._name, describe_failure(exc))
+            finally:
+                set_current_scope(None)
+                scope.detach_all()
+                on_end(None)
+
+        thread = threading.Thread(target=run, name="toolnexus-mcp-listen", daemon=True)
+        with self._lock:
+            self._listening = [each for each in self._listening if each.is_alive()] + [thread]
+        thread.start()
+        return scope.cancel
+
+    def _listen(self, message: dict[str, Any], scope: CancelScope) -> None:
+        headers, _ = self._message_headers(message)
+        data = _ENCODE(message).encode("utf-8")
+        timeouts = (_CONNECT_TIMEOUT_S, LISTEN_SILENCE_S)
+        response = self._http.post(
+            self._url, data=data, headers=headers, stream=True, timeout=timeouts, allow_redirects=False
+        )
+        with contextlib.closing(response):
+            body = Body(response, None, self._limit, self._name, f"the listen stream (POST {self._where})")
+            kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if response.status_code >= 300 or kind != "text/event-stream":
+                self._read_body(body, response.status_code, kind, None)  # an error reply ends the stream
+                return
+            for event in body.events():
+                if scope.cancelled:
+                    return
+                if event.event == "message" and event.data.strip():
+                    try:
+                        self._rpc.deliver(decode(event.data))
+                    except ValueError:
+                        log.warning("mcp server %s sent a listen event that is not JSON; ignored", self._name)
+
     def close(self) -> None:
-        """Cut the exchanges in flight, DELETE the session, close the connections."""
+        """Cut the exchanges in flight and the listen stream, DELETE the session, close the connections."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            live, session_id = list(self._live), self.session_id
+            live, session_id, listening = list(self._live), self.session_id, list(self._listening)
         for scope in live:
             scope.cancel()
+        for thread in listening:
+            if thread is not threading.current_thread():
+                thread.join(_CLOSE_TIMEOUT_S)
         if session_id is not None:
             self._delete(session_id)
         self._http.close()

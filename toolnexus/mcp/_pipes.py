@@ -14,6 +14,7 @@ import collections
 import logging
 import os
 import threading
+import time
 from typing import IO, Iterator
 
 from ._rpc import Cancel, time_left, woken_by
@@ -135,6 +136,17 @@ class PipeWriter:
     def _wake(self) -> None:
         with self._changed:
             self._changed.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything queued is written, ``timeout`` at most; False when it was not."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._queued and not self._ended:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return not self._queued
 
     def close(self) -> None:
         """Drop what is queued and end: the pipe is closed as soon as a write under way

@@ -20,10 +20,10 @@ import os
 import signal
 import subprocess
 import threading
-from typing import IO, Any, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from ._pipes import LineTooLong, PipeWriter, WriterClosed, bounded_lines
-from ._rpc import Cancel, Gone, Pending, Session, decode
+from ._rpc import Cancel, Gone, Pending, Session, StreamEnd, decode
 
 log = logging.getLogger("toolnexus")
 
@@ -31,6 +31,8 @@ STDERR_LINES = 20
 #: The longest stderr line kept (the rest of a longer one is dropped).
 STDERR_LINE_BYTES = 4096
 EXIT_GRACE_S = 2.0
+#: How long closing waits for the messages queued to a server to be written.
+FLUSH_S = 0.5
 #: How long the reader waits for an exiting process to be reaped, and its stderr drained.
 _EXIT_WAIT_S = 2.0
 #: Variables a server inherits from this process; ``env`` adds to them. Credentials in the
@@ -98,6 +100,21 @@ class StdioWire:
             return self._writer.put(data, deadline, cancelled)
         except WriterClosed:  # closed, or a broken pipe: the reader reports how it ended
             raise Gone(self._ended_message()) from None
+
+    def listen(self, message: dict[str, Any], on_end: StreamEnd) -> Callable[[], None]:
+        """Send a request that stays open (``subscriptions/listen``); its notifications come
+        on stdout like any other, its end (if the server sends one) to ``on_end`` through
+        the session. Returns what stops it: ``notifications/cancelled`` naming it."""
+        if not self.send(message, None, 0.0, None):
+            on_end(None)  # not sent (the server is not reading): the list is listed each time
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": message["id"]}}
+        return lambda: self._quietly(cancel)
+
+    def _quietly(self, message: dict[str, Any]) -> None:
+        try:
+            self.send(message, None, 0.0, None)
+        except Gone:
+            pass
 
     # --- the threads ------------------------------------------------------------------------
 
@@ -178,7 +195,9 @@ class StdioWire:
         """Stop the process (see the module docs); returns once it is reaped."""
         self._closing.set()
         process = self._process
-        # stdin closes now, or once the process has gone when a write is stuck on a full pipe.
+        # What is queued (a listen's cancellation) goes first, unless the server does not read;
+        # then stdin closes, or once the process has gone when a write is stuck on a full pipe.
+        self._writer.flush(FLUSH_S)
         self._writer.close()
         for escalate in (signal.SIGTERM, signal.SIGKILL):
             try:
