@@ -1,4 +1,4 @@
-"""Test helpers: scripted models, a scripted route and a scripted server.
+"""Test helpers: scripted models, a scripted route, a scripted server, and cassettes.
 
 - ``ScriptedModel``: an in-process model (``generate=``) scripted per model name.
 - ``ScriptedRoute``: every HTTP model exchange of the process answered by the test, with
@@ -10,6 +10,9 @@
     with ScriptedLLMServer() as server:          # two_turn_responder() by default
         client = Client(base_url=server.base_url, model="m")
         ...
+
+- ``cassette(path, mode)``: real exchanges recorded once to JSONL and replayed offline
+  after; the pytest fixture ``tn_cassette`` gives each test its own.
 
 The server answers every ``POST <anything>/chat/completions`` (and ``<anything>/messages``,
 for a responder that speaks the anthropic style) with the JSON returned by the
@@ -26,15 +29,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
+from ._testing.cassette import Cassette
 from ._testing.route import ScriptedReply, ScriptedRequest, ScriptedRoute
 from ._testing.streamed import anthropic_events, sse_frame, stream_chunks, streamed_form
+from .errors import CassetteMismatch
 
 Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -57,6 +63,9 @@ __all__ = [
     "ScriptedRoute",
     "ScriptedReply",
     "ScriptedRequest",
+    "cassette",
+    "Cassette",
+    "CassetteMismatch",
 ]
 
 
@@ -466,3 +475,38 @@ def responder_by_model(script: dict[str, list[HTTPStep]], *, default: HTTPStep |
     """
     return _ByModelResponder(script, {"text": "done"} if default is None else default)
 
+
+def cassette(path: str | os.PathLike[str], mode: str = "once", *, ignore: Iterable[str] = ()) -> Cassette:
+    """Record real model exchanges once, replay them offline after (a context manager).
+
+    While the block runs, every HTTP model exchange of any ``Client`` or ``Runtime`` of the
+    process (built before or inside the block, on any thread, both wire styles, plain and
+    streamed) goes through the cassette. ``"once"``: with no file (or an empty one) the
+    exchanges go to the network and are recorded, the file written when the block ends;
+    with a file, they are replayed only. ``"none"``: replay only. ``"all"``: always to the
+    network, the file rewritten with what the block exchanged.
+
+    The file is JSONL, one exchange a line in the order they happened: ``method``,
+    ``path``, ``body`` (the request JSON), ``status``, ``content_type`` and ``response``
+    (the body as text; a stream's events as received). No request header is written, and
+    the API key and credential headers are shown as ``***`` anywhere else.
+
+    A request is answered by the first unused recording with its method, URL path (host
+    and port are not compared) and body (the dotted paths in ``ignore``, ``*`` matching
+    any key or index, e.g. ``"messages.*.name"``, left out); a streamed one is served
+    event by event. A request with none raises ``CassetteMismatch``, which names the
+    first field where the nearest recording differs.
+
+    Args:
+        path: the JSONL file.
+        mode: ``"once"``, ``"none"`` or ``"all"``.
+        ignore: dotted paths of request fields that matching leaves out.
+
+    Returns:
+        The ``Cassette``: ``path``, ``mode``, ``recorded`` and ``replayed``.
+
+    Raises:
+        ConfigError: an unknown mode or ignored path (at once); with ``"none"``, a
+            missing file (when the block starts).
+    """
+    return Cassette(path, mode, ignore=ignore)
