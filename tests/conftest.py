@@ -13,6 +13,7 @@ from _helpers import Gate, text
 from _rawserver import RawServer
 from _services import service_url
 from toolnexus import Runtime
+from toolnexus.testing import ScriptedRoute
 
 HANG_TIMEOUT = 10.0
 
@@ -101,6 +102,14 @@ def via(request):
     session = requests.Session()
     yield {"session": session}
     session.close()
+
+
+@pytest.fixture
+def scripted():
+    """An active ``ScriptedRoute``: every model exchange of the test is answered from what
+    the test queues with ``scripted.add(...)``, with no socket."""
+    with ScriptedRoute() as route:
+        yield route
 
 
 @pytest.fixture

@@ -8,13 +8,12 @@ import logging
 import socket
 
 import pytest
-import responses
-from responses.registries import OrderedRegistry
 
 from _helpers import HANG
 from _rawserver import RawServer
 from conftest import run_in_thread
 from toolnexus import Client, ConfigError, LLMError, Runtime
+from toolnexus.testing import ScriptedReply
 
 KEY = "sk-secret-key-0123456789"
 AZURE_KEY = "azure-credential-9876543210"
@@ -65,15 +64,14 @@ def test_a_header_value_with_a_line_break_is_a_config_error_that_does_not_show_i
 # --- credentials in replies ---------------------------------------------------------------------------
 
 
-def echo_headers(request):
-    """A 200 that is not a completion and echoes the request headers back."""
-    return 200, {}, json.dumps({"echo": dict(request.headers)})
+def echo_headers(status):
+    """A reply that is not a completion and echoes the request headers back."""
+    return lambda request: ScriptedReply(status=status, json={"echo": dict(request.headers)})
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_an_echoed_key_and_credential_headers_are_shown_as_stars_everywhere(caplog):
-    responses.add_callback(responses.POST, URL, callback=lambda r: (503, {}, json.dumps({"echo": dict(r.headers)})))
-    responses.add_callback(responses.POST, URL, callback=echo_headers)
+def test_an_echoed_key_and_credential_headers_are_shown_as_stars_everywhere(scripted, caplog):
+    scripted.add(echo_headers(503))
+    scripted.add(echo_headers(200))
     infos = []
     caplog.set_level(logging.DEBUG, logger="toolnexus")
     headers = {"api-key": AZURE_KEY, "X-Session-Token": "tok-abcdef123456", "X-Team": "blue"}
@@ -112,20 +110,18 @@ def test_the_url_in_a_message_has_no_credentials_or_query():
     assert f"127.0.0.1:{port}/v1" in str(error)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_an_http_failure_names_the_status_and_keeps_the_providers_reason():
+def test_an_http_failure_names_the_status_and_keeps_the_providers_reason(scripted):
     reason = "x" * 600 + " the model 'nope' does not exist"
-    responses.post(URL, status=404, json={"error": {"message": reason}})
+    scripted.add(status=404, json={"error": {"message": reason}})
     error = failure(base_url=BASE, api_key=KEY, retries=0)
     assert error.status == 404
     assert URL in str(error) and "HTTP 404" in str(error)
     assert "does not exist" in error.body_excerpt
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_a_retry_is_logged_at_info_with_the_status_and_the_wait(caplog):
-    responses.post(URL, status=503, body="busy")
-    responses.post(URL, json={"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
+def test_a_retry_is_logged_at_info_with_the_status_and_the_wait(scripted, caplog):
+    scripted.add(status=503, body="busy")
+    scripted.add(json={"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
     caplog.set_level(logging.INFO, logger="toolnexus")
     with Client(base_url=BASE, model="m", api_key=KEY, retry_base=0.001) as client:
         assert client.run("go").text == "ok"

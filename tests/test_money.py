@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-import responses
-from responses.registries import OrderedRegistry
 
 from _durable_team import files, state  # noqa: F401 - fixtures
 from conftest import HANG_TIMEOUT, run_in_thread
@@ -110,22 +108,20 @@ def test_a_model_without_a_price_has_no_cost():
     assert "toolnexus_cost_usd_total{" not in text
 
 
-@responses.activate(registry=OrderedRegistry, assert_all_requests_are_fired=True)
-def test_openai_cached_input_is_priced_at_cached_input():
+def test_openai_cached_input_is_priced_at_cached_input(scripted):
     usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100, "prompt_tokens_details": {"cached_tokens": 600}}
     reply = {"choices": [{"message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}], "usage": usage}
-    responses.post("https://api.example.test/v1/chat/completions", json=reply)
+    scripted.add(json=reply)
     prices = {"gpt-x": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}
     with Client(base_url="https://api.example.test/v1", model="gpt-x", api_key="k", prices=prices) as client:
         result = client.run("hi")
     assert result.usage.cost == pytest.approx((400 * 2.0 + 600 * 0.5 + 100 * 8.0) / 1e6)
 
 
-@responses.activate(registry=OrderedRegistry, assert_all_requests_are_fired=True)
-def test_anthropic_cache_reads_are_priced_at_cached_input_and_cache_writes_at_input():
+def test_anthropic_cache_reads_are_priced_at_cached_input_and_cache_writes_at_input(scripted):
     usage = {"input_tokens": 100, "cache_read_input_tokens": 700, "cache_creation_input_tokens": 200, "output_tokens": 50}
     reply = {"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn", "usage": usage}
-    responses.post("https://api.example.test/v1/messages", json=reply)
+    scripted.add(json=reply)
     prices = {"claude-x": {"input": 3.0, "output": 15.0, "cached_input": 0.3}}
     with Client(base_url="https://api.example.test", model="claude-x", style="anthropic", api_key="k", prices=prices) as client:
         result = client.run("hi")

@@ -9,8 +9,6 @@ import logging
 import threading
 
 import pytest
-import responses
-from responses.registries import OrderedRegistry
 
 from conftest import run_in_thread
 from toolnexus import (
@@ -65,10 +63,8 @@ def an_reply(blocks: list, *, stop: str = "end_turn", usage: dict | None = None)
     return {"content": blocks, "stop_reason": stop, "usage": usage or {"input_tokens": 1, "output_tokens": 1}}
 
 
-def sent_bodies() -> list[dict]:
-    import json
-
-    return [json.loads(call.request.body) for call in responses.calls]
+def sent_bodies(route) -> list[dict]:
+    return [request.json() for request in route.requests]
 
 
 def assistant_messages(body: dict) -> list[dict]:
@@ -78,28 +74,26 @@ def assistant_messages(body: dict) -> list[dict]:
 # --- echoed assistant messages -------------------------------------------------------------------
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_tool_call_only_assistant_message_is_sent_back_with_empty_string_content():
+def test_tool_call_only_assistant_message_is_sent_back_with_empty_string_content(scripted):
     call = {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"text": "a"}'}}
-    responses.post(OPENAI_URL, json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
-    responses.post(OPENAI_URL, json=oa_reply({"content": "done"}))
+    scripted.add(json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
+    scripted.add(json=oa_reply({"content": "done"}))
     with openai_client() as client:
         result = client.run("go", Toolkit([echo_tool()]))
     assert result.status == "done"
-    [echoed] = assistant_messages(sent_bodies()[1])
+    [echoed] = assistant_messages(sent_bodies(scripted)[1])
     assert echoed["content"] == ""
     assert echoed["tool_calls"] == [call]
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_tool_call_without_id_gets_one_used_alike_in_the_echo_and_its_result():
+def test_tool_call_without_id_gets_one_used_alike_in_the_echo_and_its_result(scripted):
     call = {"type": "function", "function": {"name": "echo", "arguments": '{"text": "a"}'}}
-    responses.post(OPENAI_URL, json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
-    responses.post(OPENAI_URL, json=oa_reply({"content": "done"}))
+    scripted.add(json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
+    scripted.add(json=oa_reply({"content": "done"}))
     with openai_client() as client:
         client.run("go", Toolkit([echo_tool()]))
-    messages = sent_bodies()[1]["messages"]
-    [echoed] = assistant_messages(sent_bodies()[1])
+    messages = sent_bodies(scripted)[1]["messages"]
+    [echoed] = assistant_messages(sent_bodies(scripted)[1])
     made_up = echoed["tool_calls"][0]["id"]
     assert isinstance(made_up, str) and made_up
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [made_up]
@@ -114,16 +108,15 @@ def test_made_up_call_ids_are_derived_from_the_reply_not_from_chance():
     assert openai_style.parse_reply(other).tool_calls[0].id != first.tool_calls[0].id
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_resume_finds_a_suspended_call_that_came_without_an_id():
+def test_resume_finds_a_suspended_call_that_came_without_an_id(scripted):
     request = make_request("approve", "Pay 5?")
 
     def pay(args, ctx):
         return "paid" if ctx.answer is not None else suspend(request)
 
     call = {"type": "function", "function": {"name": "pay", "arguments": "{}"}}
-    responses.post(OPENAI_URL, json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
-    responses.post(OPENAI_URL, json=oa_reply({"content": "all paid"}))
+    scripted.add(json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
+    scripted.add(json=oa_reply({"content": "all paid"}))
     kit = Toolkit([Tool("pay", "Pay.", None, pay)])
     with openai_client(store=InMemoryStore()) as client:
         first = client.ask("pay", kit, id="conv")
@@ -133,51 +126,47 @@ def test_resume_finds_a_suspended_call_that_came_without_an_id():
     assert [r.output for r in resumed.tool_calls] == ["paid"]
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_tool_call_missing_type_or_with_object_arguments_is_echoed_in_the_spec_shape():
+def test_tool_call_missing_type_or_with_object_arguments_is_echoed_in_the_spec_shape(scripted):
     call = {"id": "c1", "function": {"name": "echo", "arguments": {"text": "a"}}}
-    responses.post(OPENAI_URL, json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
-    responses.post(OPENAI_URL, json=oa_reply({"content": "done"}))
+    scripted.add(json=oa_reply({"content": None, "tool_calls": [call]}, finish="tool_calls"))
+    scripted.add(json=oa_reply({"content": "done"}))
     with openai_client() as client:
         result = client.run("go", Toolkit([echo_tool()]))
-    [echoed] = assistant_messages(sent_bodies()[1])
+    [echoed] = assistant_messages(sent_bodies(scripted)[1])
     assert echoed["tool_calls"] == [{"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"text": "a"}'}}]
     assert result.tool_calls[0].output == "echo:a"
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_refusal_text_is_kept_as_the_text_and_never_sent_back_as_null():
-    responses.post(OPENAI_URL, json=oa_reply({"content": None, "refusal": "I can't help with that."}, finish="stop"))
-    responses.post(OPENAI_URL, json=oa_reply({"content": "ok"}))
+def test_refusal_text_is_kept_as_the_text_and_never_sent_back_as_null(scripted):
+    scripted.add(json=oa_reply({"content": None, "refusal": "I can't help with that."}, finish="stop"))
+    scripted.add(json=oa_reply({"content": "ok"}))
     with openai_client(store=InMemoryStore()) as client:
         first = client.ask("do it", id="conv")
         client.ask("again", id="conv")
     assert first.text == "I can't help with that."
     assert first.messages[-1] == {"role": "assistant", "content": "I can't help with that."}
-    assert all(isinstance(m["content"], str) for m in sent_bodies()[1]["messages"])
+    assert all(isinstance(m["content"], str) for m in sent_bodies(scripted)[1]["messages"])
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_a_null_only_reply_is_not_kept_in_the_transcript():
-    responses.post(OPENAI_URL, json=oa_reply({"content": None}, finish="content_filter"))
-    responses.post(OPENAI_URL, json=oa_reply({"content": "ok"}))
+def test_a_null_only_reply_is_not_kept_in_the_transcript(scripted):
+    scripted.add(json=oa_reply({"content": None}, finish="content_filter"))
+    scripted.add(json=oa_reply({"content": "ok"}))
     with openai_client(store=InMemoryStore()) as client:
         first = client.ask("x", id="conv")
         client.ask("y", id="conv")
     assert (first.status, first.text, first.finish_reason) == ("done", "", "content_filter")
-    assert [m["role"] for m in sent_bodies()[1]["messages"]] == ["user", "user"]
+    assert [m["role"] for m in sent_bodies(scripted)[1]["messages"]] == ["user", "user"]
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_an_empty_anthropic_reply_is_not_stored_or_sent_back():
-    responses.post(ANTHROPIC_URL, json=an_reply([]))
-    responses.post(ANTHROPIC_URL, json=an_reply([{"type": "text", "text": "ok"}]))
+def test_an_empty_anthropic_reply_is_not_stored_or_sent_back(scripted):
+    scripted.add(json=an_reply([]))
+    scripted.add(json=an_reply([{"type": "text", "text": "ok"}]))
     with anthropic_client(store=InMemoryStore()) as client:
         first = client.ask("x", id="conv")
         client.ask("y", id="conv")
     assert first.status == "done" and first.text == ""
-    assert all(m["content"] for m in sent_bodies()[1]["messages"])
-    assert [m["role"] for m in sent_bodies()[1]["messages"]] == ["user", "user"]
+    assert all(m["content"] for m in sent_bodies(scripted)[1]["messages"])
+    assert [m["role"] for m in sent_bodies(scripted)[1]["messages"]] == ["user", "user"]
 
 
 def test_an_anthropic_tool_use_without_id_gets_one_and_empty_text_blocks_are_dropped():
@@ -226,12 +215,11 @@ def test_anthropic_transcript_missing_results_gets_them_in_the_answering_user_me
     assert fixed[2]["content"][1]["is_error"] is True
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_tool_choice_is_dropped_from_a_request_without_tools():
-    responses.post(OPENAI_URL, json=oa_reply({"content": "hi"}))
+def test_tool_choice_is_dropped_from_a_request_without_tools(scripted):
+    scripted.add(json=oa_reply({"content": "hi"}))
     with openai_client(request_params={"tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 50}) as client:
         client.run("x")
-    body = sent_bodies()[0]
+    body = sent_bodies(scripted)[0]
     assert "tool_choice" not in body and "parallel_tool_calls" not in body and "tools" not in body
     assert body["max_tokens"] == 50
 
@@ -250,10 +238,9 @@ def test_anthropic_prompt_tokens_include_cache_reads_and_writes():
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (329, 5, 334)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_a_reply_without_usage_counts_zero_and_warns_once_per_client(caplog):
+def test_a_reply_without_usage_counts_zero_and_warns_once_per_client(scripted, caplog):
     for _ in range(3):
-        responses.post(OPENAI_URL, json=oa_reply({"content": "hi"}, usage=None))
+        scripted.add(json=oa_reply({"content": "hi"}, usage=None))
     caplog.set_level(logging.WARNING, logger="toolnexus")
     with openai_client() as client:
         results = [client.run("x") for _ in range(2)]
@@ -268,17 +255,15 @@ def test_a_reply_without_usage_counts_zero_and_warns_once_per_client(caplog):
 # --- replies cut short -----------------------------------------------------------------------------
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_finish_reason_length_ends_the_run_incomplete_with_the_text_kept():
-    responses.post(OPENAI_URL, json=oa_reply({"content": "The borrow checker is"}, finish="length"))
+def test_finish_reason_length_ends_the_run_incomplete_with_the_text_kept(scripted):
+    scripted.add(json=oa_reply({"content": "The borrow checker is"}, finish="length"))
     with openai_client() as client:
         result = client.run("x")
     assert (result.status, result.limit, result.text, result.finish_reason) == ("incomplete", "maxOutputTokens", "The borrow checker is", "length")
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_stop_reason_max_tokens_ends_the_run_incomplete():
-    responses.post(ANTHROPIC_URL, json=an_reply([{"type": "text", "text": "Half a"}], stop="max_tokens"))
+def test_anthropic_stop_reason_max_tokens_ends_the_run_incomplete(scripted):
+    scripted.add(json=an_reply([{"type": "text", "text": "Half a"}], stop="max_tokens"))
     with anthropic_client() as client:
         result = client.run("x")
     assert (result.status, result.limit, result.text, result.finish_reason) == ("incomplete", "maxOutputTokens", "Half a", "max_tokens")

@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-import responses
 
 from _calls import Asked, engine_for, one_slot
 from _helpers import HANG
@@ -19,6 +18,7 @@ from _rawserver import anthropic_events, answer, completion, openai_chunks, sse,
 from conftest import run_in_thread
 from toolnexus import Client, LLMError
 from toolnexus._model.engine import ConnectionOptions, ModelCall, build_engine
+from toolnexus.testing import ScriptedRoute
 
 
 def test_the_first_text_piece_arrives_within_50_ms_of_being_written_long_before_the_reply_ends(servers, via):
@@ -170,14 +170,14 @@ def test_a_gzip_encoded_stream_is_decoded_as_it_arrives(servers, via):
     assert asked.texts == ["packed", " stream"]
 
 
-@responses.activate
-def test_a_streamed_reply_scripted_with_a_requests_mock_is_read_like_any_other():
-    responses.post("https://llm.test/v1/chat/completions", body=b"".join(openai_chunks(["mo", "cked"])), content_type="text/event-stream")
-    engine = build_engine(ConnectionOptions(base_url="https://llm.test/v1", retries=0))
-    asked = Asked(engine, True)
-    assert asked.run().text == "mocked"
-    assert asked.texts == ["mo", "cked"]
-    assert json.loads(responses.calls[0].request.body)["stream"] is True
+def test_a_streamed_reply_scripted_on_the_scripted_route_is_read_like_any_other():
+    with ScriptedRoute() as route:
+        route.add(body=b"".join(openai_chunks(["scrip", "ted"])), content_type="text/event-stream")
+        engine = build_engine(ConnectionOptions(base_url="https://llm.test/v1", retries=0))
+        asked = Asked(engine, True)
+        assert asked.run().text == "scripted"
+    assert asked.texts == ["scrip", "ted"]
+    assert route.requests[0].json()["stream"] is True
 
 
 # --- the in-process model ------------------------------------------------------------------------

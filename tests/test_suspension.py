@@ -8,9 +8,6 @@ import json
 import threading
 
 import pytest
-import responses
-from responses import matchers
-from responses.registries import OrderedRegistry
 
 from _helpers import Script, call, calls, make_client, text
 from toolnexus import Answer, Client, InMemoryStore, Tool, Toolkit, UnknownRequest, make_answer, make_request, suspend
@@ -310,8 +307,7 @@ ANTHROPIC_BASE = "https://anth.test"
 ANTHROPIC_URL = ANTHROPIC_BASE + "/v1/messages"
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_pending_then_resume_gives_a_balanced_transcript():
+def test_anthropic_pending_then_resume_gives_a_balanced_transcript(scripted):
     approval, echo = Approval(), Counter()
     kit = Toolkit([echo.tool(), approval.tool()])
     blocks = [
@@ -321,7 +317,7 @@ def test_anthropic_pending_then_resume_gives_a_balanced_transcript():
     ]
     user = {"role": "user", "content": "go"}
     assistant = {"role": "assistant", "content": blocks}
-    responses.post(ANTHROPIC_URL, json={"content": blocks, "usage": {"input_tokens": 1, "output_tokens": 1}})
+    scripted.add(json={"content": blocks, "usage": {"input_tokens": 1, "output_tokens": 1}})
     with Client(base_url=ANTHROPIC_BASE, model="claude", style="anthropic", api_key="k", retry_base=0.001) as client:
         first = client.ask("go", kit, id="conv")
         assert first.status == "pending"
@@ -337,14 +333,13 @@ def test_anthropic_pending_then_resume_gives_a_balanced_transcript():
                 {"type": "tool_result", "tool_use_id": "tu3", "content": "echo:3"},
             ],
         }
-        responses.post(
-            ANTHROPIC_URL,
-            json={"content": [{"type": "text", "text": "shipped"}], "usage": {"input_tokens": 2, "output_tokens": 2}},
-            match=[matchers.json_params_matcher({"model": "claude", "max_tokens": 4096, "messages": [user, assistant, results], "tools": kit.to_anthropic()})],
-        )
+        shipped = [{"type": "text", "text": "shipped"}]
+        scripted.add(json={"content": shipped, "usage": {"input_tokens": 2, "output_tokens": 2}})
         answer = make_answer(first.pending.id, True, data="yes")
         result = client.resume(first.pending, answer, kit, id="conv")
         saved = client.conversation_store.get("conv")
+    resumed = {"model": "claude", "max_tokens": 4096, "messages": [user, assistant, results]}
+    assert scripted.requests[1].json() == {**resumed, "tools": kit.to_anthropic()}
     assert result.status == "done"
     assert result.text == "shipped"
     assert approval.runs[-1] == ({"x": "a"}, answer)
@@ -355,15 +350,14 @@ def test_anthropic_pending_then_resume_gives_a_balanced_transcript():
     assert sorted(result_ids) == sorted(use_ids) and len(set(result_ids)) == len(result_ids)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_resume_from_messages_with_a_wrong_id_changes_nothing():
+def test_anthropic_resume_from_messages_with_a_wrong_id_changes_nothing(scripted):
     approval = Approval()
     kit = Toolkit([approval.tool()])
-    responses.post(ANTHROPIC_URL, json={"content": [{"type": "tool_use", "id": "tu1", "name": "approve", "input": {"x": "a"}}]})
+    scripted.add(json={"content": [{"type": "tool_use", "id": "tu1", "name": "approve", "input": {"x": "a"}}]})
     with Client(base_url=ANTHROPIC_BASE, model="claude", style="anthropic", api_key="k") as client:
         first = client.run("go", kit)
         snapshot = json.dumps(first.messages)
         with pytest.raises(UnknownRequest):
             client.resume(first.pending, make_answer("nope", True), kit, messages=first.messages)
     assert json.dumps(first.messages) == snapshot
-    assert len(responses.calls) == 1
+    assert len(scripted.requests) == 1

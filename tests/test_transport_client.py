@@ -69,111 +69,93 @@ def an_text(text: str, inp: int = 1, out: int = 1) -> dict:
 # --- request shapes --------------------------------------------------------------------------
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_openai_request_without_tools_has_exact_body_and_headers():
-    responses.post(
-        OPENAI_URL,
-        json=oa_text("hi"),
-        match=[
-            matchers.json_params_matcher({"model": "gpt-test", "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}]}),
-            matchers.header_matcher({"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}),
-        ],
-    )
+def test_openai_request_without_tools_has_exact_body_and_headers(scripted):
+    scripted.add(json=oa_text("hi"))
     with openai_client(system_prompt="sys") as client:
         result = client.run("hello")
     assert result.text == "hi"
     assert result.status == "done"
-    sent = responses.calls[0].request
+    sent = scripted.requests[0]
+    assert (sent.method, sent.url) == ("POST", OPENAI_URL)
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}]
+    assert sent.json() == {"model": "gpt-test", "messages": messages}
+    assert (sent.headers["Authorization"], sent.headers["Content-Type"]) == (f"Bearer {KEY}", "application/json")
     assert "x-api-key" not in sent.headers
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_openai_request_with_tools_adds_tools_and_tool_choice_auto():
+def test_openai_request_with_tools_adds_tools_and_tool_choice_auto(scripted):
     kit = Toolkit([echo_tool()])
-    responses.post(
-        OPENAI_URL,
-        json=oa_text("hi"),
-        match=[
-            matchers.json_params_matcher(
-                {"model": "gpt-test", "messages": [{"role": "user", "content": "hello"}], "tools": kit.to_openai(), "tool_choice": "auto"}
-            )
-        ],
-    )
+    scripted.add(json=oa_text("hi"))
     with openai_client() as client:
         assert client.run("hello", kit).text == "hi"
+    messages = [{"role": "user", "content": "hello"}]
+    expected = {"model": "gpt-test", "messages": messages, "tools": kit.to_openai(), "tool_choice": "auto"}
+    assert scripted.requests[0].json() == expected
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_request_params_are_merged_into_every_body_and_win():
+def test_request_params_are_merged_into_every_body_and_win(scripted):
     body = {"model": "gpt-test", "messages": [{"role": "user", "content": "x"}], "temperature": 0, "tool_choice": "none"}
-    responses.post(OPENAI_URL, json=oa_calls(("c1", "echo", '{"text":"a"}')), match=[matchers.json_params_matcher({**body, "tools": Toolkit([echo_tool()]).to_openai()})])
+    scripted.add(json=oa_calls(("c1", "echo", '{"text":"a"}')))
+    scripted.add(json=oa_text("done"))
     with openai_client(request_params={"temperature": 0, "tool_choice": "none"}) as client:
-        second = responses.post(OPENAI_URL, json=oa_text("done"))
         client.run("x", Toolkit([echo_tool()]))
-    assert json.loads(second.calls[0].request.body)["temperature"] == 0
-    assert json.loads(second.calls[0].request.body)["tool_choice"] == "none"
+    first, second = (request.json() for request in scripted.requests)
+    assert first == {**body, "tools": Toolkit([echo_tool()]).to_openai()}
+    assert (second["temperature"], second["tool_choice"]) == (0, "none")
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_extra_headers_are_sent():
-    responses.post(OPENAI_URL, json=oa_text("ok"), match=[matchers.header_matcher({"X-Team": "blue", "Authorization": f"Bearer {KEY}"})])
+def test_extra_headers_are_sent(scripted):
+    scripted.add(json=oa_text("ok"))
     with openai_client(headers={"X-Team": "blue"}) as client:
         assert client.run("x").text == "ok"
+    sent = scripted.requests[0].headers
+    assert (sent["X-Team"], sent["Authorization"]) == ("blue", f"Bearer {KEY}")
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_request_without_tools_has_exact_body_and_headers():
-    responses.post(
-        ANTHROPIC_URL,
-        json=an_text("hi"),
-        match=[
-            matchers.json_params_matcher({"model": "claude-test", "max_tokens": 4096, "messages": [{"role": "user", "content": "hello"}], "system": "sys"}),
-            matchers.header_matcher({"x-api-key": KEY, "anthropic-version": "2023-06-01", "Content-Type": "application/json"}),
-        ],
-    )
+def test_anthropic_request_without_tools_has_exact_body_and_headers(scripted):
+    scripted.add(json=an_text("hi"))
     with anthropic_client(system_prompt="sys") as client:
         result = client.run("hello")
     assert result.text == "hi"
-    assert "Authorization" not in responses.calls[0].request.headers
+    sent = scripted.requests[0]
+    assert (sent.method, sent.url) == ("POST", ANTHROPIC_URL)
+    messages = [{"role": "user", "content": "hello"}]
+    assert sent.json() == {"model": "claude-test", "max_tokens": 4096, "messages": messages, "system": "sys"}
+    assert (sent.headers["x-api-key"], sent.headers["anthropic-version"]) == (KEY, "2023-06-01")
+    assert sent.headers["Content-Type"] == "application/json"
+    assert "Authorization" not in sent.headers
     assert result.messages == [{"role": "user", "content": "hello"}, {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_request_with_tools_has_no_tool_choice():
+def test_anthropic_request_with_tools_has_no_tool_choice(scripted):
     kit = Toolkit([echo_tool()])
-    responses.post(
-        ANTHROPIC_URL,
-        json=an_text("hi"),
-        match=[matchers.json_params_matcher({"model": "claude-test", "max_tokens": 4096, "messages": [{"role": "user", "content": "q"}], "tools": kit.to_anthropic()})],
-    )
+    scripted.add(json=an_text("hi"))
     with anthropic_client() as client:
         assert client.run("q", kit).text == "hi"
+    messages = [{"role": "user", "content": "q"}]
+    expected = {"model": "claude-test", "max_tokens": 4096, "messages": messages, "tools": kit.to_anthropic()}
+    assert scripted.requests[0].json() == expected
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_max_tokens_overridden_by_request_params():
-    responses.post(
-        ANTHROPIC_URL,
-        json=an_text("hi"),
-        match=[matchers.json_params_matcher({"model": "claude-test", "max_tokens": 99, "messages": [{"role": "user", "content": "q"}]})],
-    )
+def test_anthropic_max_tokens_overridden_by_request_params(scripted):
+    scripted.add(json=an_text("hi"))
     with anthropic_client(request_params={"max_tokens": 99}) as client:
         assert client.run("q").text == "hi"
+    messages = [{"role": "user", "content": "q"}]
+    assert scripted.requests[0].json() == {"model": "claude-test", "max_tokens": 99, "messages": messages}
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_base_url_already_ending_in_v1_is_not_doubled():
-    responses.post(ANTHROPIC_URL, json=an_text("hi"))
+def test_anthropic_base_url_already_ending_in_v1_is_not_doubled(scripted):
+    scripted.add(json=an_text("hi"))
     with Client(base_url=ANTHROPIC_BASE + "/v1", model="m", style="anthropic", api_key=KEY) as client:
         assert client.run("q").text == "hi"
-    assert responses.calls[0].request.url == ANTHROPIC_URL
+    assert scripted.requests[0].url == ANTHROPIC_URL
 
 
 # --- multi-turn tool loops --------------------------------------------------------------------
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_openai_tool_loop_feeds_results_back_and_sums_usage():
+def test_openai_tool_loop_feeds_results_back_and_sums_usage(scripted):
     kit = Toolkit([echo_tool()])
     tools = kit.to_openai()
     user = {"role": "user", "content": "go"}
@@ -190,13 +172,17 @@ def test_openai_tool_loop_feeds_results_back_and_sums_usage():
     results2 = [{"role": "tool", "tool_call_id": "c3", "content": "echo:c"}]
 
     def expect(messages):
-        return [matchers.json_params_matcher({"model": "gpt-test", "messages": messages, "tools": tools, "tool_choice": "auto"})]
+        return {"model": "gpt-test", "messages": messages, "tools": tools, "tool_choice": "auto"}
 
-    responses.post(OPENAI_URL, json=oa_calls(("c1", "echo", '{"text":"a"}'), ("c2", "echo", '{"text":"b"}'), prompt_tokens=10, completion_tokens=2), match=expect([user]))
-    responses.post(OPENAI_URL, json=oa_calls(("c3", "echo", '{"text":"c"}'), prompt_tokens=20, completion_tokens=3), match=expect([user, assistant1, *results1]))
-    responses.post(OPENAI_URL, json=oa_text("all done", prompt_tokens=30, completion_tokens=4), match=expect([user, assistant1, *results1, assistant2, *results2]))
+    calls = (("c1", "echo", '{"text":"a"}'), ("c2", "echo", '{"text":"b"}'))
+    scripted.add(json=oa_calls(*calls, prompt_tokens=10, completion_tokens=2))
+    scripted.add(json=oa_calls(("c3", "echo", '{"text":"c"}'), prompt_tokens=20, completion_tokens=3))
+    scripted.add(json=oa_text("all done", prompt_tokens=30, completion_tokens=4))
     with openai_client() as client:
         result = client.run("go", kit)
+    sent = [request.json() for request in scripted.requests]
+    second = [user, assistant1, *results1]
+    assert sent == [expect([user]), expect(second), expect([*second, assistant2, *results2])]
     assert result.status == "done"
     assert result.text == "all done"
     assert result.turns == 3
@@ -204,11 +190,10 @@ def test_openai_tool_loop_feeds_results_back_and_sums_usage():
     assert [r.output for r in result.tool_calls] == ["echo:a", "echo:b", "echo:c"]
     assert (result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens) == (60, 9, 69)
     assert result.messages[-1] == {"role": "assistant", "content": "all done"}
-    assert len(responses.calls) == 3
+    assert len(scripted.requests) == 3
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_tool_loop_sends_one_user_message_of_tool_result_blocks():
+def test_anthropic_tool_loop_sends_one_user_message_of_tool_result_blocks(scripted):
     kit = Toolkit([echo_tool(), Tool("boom", "fails", None, lambda a, c: (_ for _ in ()).throw(RuntimeError("kaput")))])
     tools = kit.to_anthropic()
     blocks1 = [
@@ -226,12 +211,14 @@ def test_anthropic_tool_loop_sends_one_user_message_of_tool_result_blocks():
     }
 
     def expect(messages):
-        return [matchers.json_params_matcher({"model": "claude-test", "max_tokens": 4096, "system": "sys", "messages": messages, "tools": tools})]
+        return {"model": "claude-test", "max_tokens": 4096, "system": "sys", "messages": messages, "tools": tools}
 
-    responses.post(ANTHROPIC_URL, json={"content": blocks1, "usage": {"input_tokens": 5, "output_tokens": 6}}, match=expect([user]))
-    responses.post(ANTHROPIC_URL, json=an_text("fin", 7, 8), match=expect([user, {"role": "assistant", "content": blocks1}, results]))
+    scripted.add(json={"content": blocks1, "usage": {"input_tokens": 5, "output_tokens": 6}})
+    scripted.add(json=an_text("fin", 7, 8))
     with anthropic_client(system_prompt="sys") as client:
         result = client.run("go", kit)
+    sent = [request.json() for request in scripted.requests]
+    assert sent == [expect([user]), expect([user, {"role": "assistant", "content": blocks1}, results])]
     assert result.status == "done"
     assert result.text == "fin"
     assert result.turns == 2
@@ -243,42 +230,38 @@ def test_anthropic_tool_loop_sends_one_user_message_of_tool_result_blocks():
 # --- retries ---------------------------------------------------------------------------------
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_429_with_retry_after_zero_is_retried_without_backoff():
-    responses.post(OPENAI_URL, status=429, json={"error": "slow down"}, headers={"Retry-After": "0"})
-    responses.post(OPENAI_URL, json=oa_text("ok"))
+def test_429_with_retry_after_zero_is_retried_without_backoff(scripted):
+    scripted.add(status=429, json={"error": "slow down"}, headers={"Retry-After": "0"})
+    scripted.add(json=oa_text("ok"))
     started = time.perf_counter()
     with openai_client(retry_base=3) as client:  # backoff would take >= 3 s
         result = client.run("x")
     assert result.text == "ok"
     assert time.perf_counter() - started < 1.5
-    assert len(responses.calls) == 2
+    assert len(scripted.requests) == 2
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_503_is_retried_then_llm_error_after_retries_exhausted():
+def test_503_is_retried_then_llm_error_after_retries_exhausted(scripted):
     for _ in range(3):
-        responses.post(OPENAI_URL, status=503, body="overloaded")
+        scripted.add(status=503, body="overloaded")
     error = run_expecting_llm_error(retries=2)
     assert error.status == 503
     assert "overloaded" in error.body_excerpt
-    assert len(responses.calls) == 3
+    assert len(scripted.requests) == 3
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
-@responses.activate(registry=OrderedRegistry)
-def test_each_retryable_status_is_retried(status):
-    responses.post(OPENAI_URL, status=status, body="x", headers={"Retry-After": "0"})
-    responses.post(OPENAI_URL, json=oa_text("ok"))
+def test_each_retryable_status_is_retried(scripted, status):
+    scripted.add(status=status, body="x", headers={"Retry-After": "0"})
+    scripted.add(json=oa_text("ok"))
     with openai_client() as client:
         assert client.run("x").text == "ok"
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_non_digit_retry_after_falls_back_to_backoff():
-    responses.post(OPENAI_URL, status=503, body="x", headers={"Retry-After": "3.5"})
-    responses.post(OPENAI_URL, status=503, body="x", headers={"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"})
-    responses.post(OPENAI_URL, json=oa_text("ok"))
+def test_non_digit_retry_after_falls_back_to_backoff(scripted):
+    scripted.add(status=503, body="x", headers={"Retry-After": "3.5"})
+    scripted.add(status=503, body="x", headers={"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"})
+    scripted.add(json=oa_text("ok"))
     started = time.perf_counter()
     with openai_client(retry_base=0.001) as client:
         assert client.run("x").text == "ok"
@@ -304,10 +287,9 @@ def test_retry_delay_uses_backoff_when_retry_after_is_not_digits():
     assert _retry_delay(response, 1, 0.1) == 4
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_on_error_fail_stops_retrying_and_gets_the_info_dict():
-    responses.post(OPENAI_URL, status=503, body="busy")
-    responses.post(OPENAI_URL, json=oa_text("never"))
+def test_on_error_fail_stops_retrying_and_gets_the_info_dict(scripted):
+    scripted.add(status=503, body="busy")
+    scripted.add(json=oa_text("never"))
     seen = []
 
     def on_error(info):
@@ -316,7 +298,7 @@ def test_on_error_fail_stops_retrying_and_gets_the_info_dict():
 
     error = run_expecting_llm_error(on_error=on_error, retries=3)
     assert error.status == 503
-    assert len(responses.calls) == 1
+    assert len(scripted.requests) == 1
     assert len(seen) == 1
     assert set(seen[0]) == {"error", "status", "attempt", "retryable"}
     assert seen[0]["status"] == 503
@@ -325,10 +307,9 @@ def test_on_error_fail_stops_retrying_and_gets_the_info_dict():
     assert isinstance(seen[0]["error"], str)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_on_error_retry_is_called_once_per_failed_attempt_and_bounded_by_retries():
+def test_on_error_retry_is_called_once_per_failed_attempt_and_bounded_by_retries(scripted):
     for _ in range(3):
-        responses.post(OPENAI_URL, status=400, body="bad")
+        scripted.add(status=400, body="bad")
     seen = []
 
     def on_error(info):
@@ -338,7 +319,7 @@ def test_on_error_retry_is_called_once_per_failed_attempt_and_bounded_by_retries
     with openai_client(on_error=on_error, retries=2) as client:
         with pytest.raises(LLMError):
             client.run("x")
-    assert len(responses.calls) == 3
+    assert len(scripted.requests) == 3
     assert [i["attempt"] for i in seen] == [0, 1, 2]
     assert all(i["retryable"] is False for i in seen)
 
@@ -352,51 +333,46 @@ def assert_key_free(exc: BaseException) -> None:
     assert KEY not in getattr(exc, "body_excerpt", "")
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_non_json_200_raises_llm_error_without_retry():
-    responses.post(OPENAI_URL, body="<html>gateway says hi</html>", status=200)
+def test_non_json_200_raises_llm_error_without_retry(scripted):
+    scripted.add(body="<html>gateway says hi</html>", status=200)
     error = run_expecting_llm_error()
     assert error.status == 200
     assert "gateway says hi" in error.body_excerpt
-    assert len(responses.calls) == 1
+    assert len(scripted.requests) == 1
     assert_key_free(error)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_empty_choices_raise_llm_error():
-    responses.post(OPENAI_URL, json={"choices": []})
+def test_empty_choices_raise_llm_error(scripted):
+    scripted.add(json={"choices": []})
     error = run_expecting_llm_error()
     assert error.status == 200
     assert "choices" in error.body_excerpt
     assert_key_free(error)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_http_400_is_not_retried_and_the_echoed_key_is_scrubbed():
-    responses.post(OPENAI_URL, status=400, body=f"invalid request for key {KEY}")
-    responses.post(OPENAI_URL, json=oa_text("never"))
+def test_http_400_is_not_retried_and_the_echoed_key_is_scrubbed(scripted):
+    scripted.add(status=400, body=f"invalid request for key {KEY}")
+    scripted.add(json=oa_text("never"))
     error = run_expecting_llm_error()
     assert error.status == 400
     assert "invalid request" in error.body_excerpt
-    assert len(responses.calls) == 1
+    assert len(scripted.requests) == 1
     assert_key_free(error)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_connection_error_is_retried_then_raises_llm_error():
+def test_connection_error_is_retried_then_raises_llm_error(scripted):
     for _ in range(3):
-        responses.post(OPENAI_URL, body=requests.ConnectionError(f"refused while sending {KEY}"))
+        scripted.add(error=requests.ConnectionError(f"refused while sending {KEY}"))
     error = run_expecting_llm_error(retries=2)
     assert error.status is None
     assert "refused" in error.body_excerpt
-    assert len(responses.calls) == 3
+    assert len(scripted.requests) == 3
     assert_key_free(error)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_connection_error_then_success_recovers():
-    responses.post(OPENAI_URL, body=requests.ConnectionError("reset"))
-    responses.post(OPENAI_URL, json=oa_text("ok"))
+def test_connection_error_then_success_recovers(scripted):
+    scripted.add(error=requests.ConnectionError("reset"))
+    scripted.add(json=oa_text("ok"))
     with openai_client() as client:
         assert client.run("x").text == "ok"
 
@@ -412,21 +388,21 @@ def test_client_needs_base_url_or_generate():
         Client(model="m")
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_openai_api_key_defaults_from_environment(monkeypatch):
+def test_openai_api_key_defaults_from_environment(scripted, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "env-openai-key")
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
-    responses.post(OPENAI_URL, json=oa_text("ok"), match=[matchers.header_matcher({"Authorization": "Bearer env-openai-key"})])
+    scripted.add(json=oa_text("ok"))
     with Client(base_url=OPENAI_BASE, model="m") as client:
         assert client.run("x").text == "ok"
+    assert scripted.requests[0].headers["Authorization"] == "Bearer env-openai-key"
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_anthropic_api_key_defaults_from_environment(monkeypatch):
+def test_anthropic_api_key_defaults_from_environment(scripted, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-anthropic-key")
-    responses.post(ANTHROPIC_URL, json=an_text("ok"), match=[matchers.header_matcher({"x-api-key": "env-anthropic-key"})])
+    scripted.add(json=an_text("ok"))
     with Client(base_url=ANTHROPIC_BASE, model="m", style="anthropic") as client:
         assert client.run("x").text == "ok"
+    assert scripted.requests[0].headers["x-api-key"] == "env-anthropic-key"
 
 
 def test_repr_of_client_has_no_key():
@@ -437,11 +413,10 @@ def test_repr_of_client_has_no_key():
         assert KEY not in repr(client)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_failed_ask_saves_nothing_to_the_store():
-    responses.post(OPENAI_URL, status=400, body="nope")
-    responses.post(OPENAI_URL, json=oa_text("first"))
-    responses.post(OPENAI_URL, status=400, body="nope")
+def test_failed_ask_saves_nothing_to_the_store(scripted):
+    scripted.add(status=400, body="nope")
+    scripted.add(json=oa_text("first"))
+    scripted.add(status=400, body="nope")
     store = InMemoryStore()
     with openai_client(store=store) as client:
         with pytest.raises(LLMError):
@@ -454,19 +429,20 @@ def test_failed_ask_saves_nothing_to_the_store():
     assert store.get("kept") == before
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_ask_with_id_saves_and_reloads_history():
+def test_ask_with_id_saves_and_reloads_history(scripted):
     turn1 = [{"role": "system", "content": "sys"}, {"role": "user", "content": "one"}]
     reply1 = {"role": "assistant", "content": "first"}
     turn2 = [*turn1, reply1, {"role": "user", "content": "two"}]
-    responses.post(OPENAI_URL, json=oa_text("first"), match=[matchers.json_params_matcher({"model": "gpt-test", "messages": turn1})])
-    responses.post(OPENAI_URL, json=oa_text("second"), match=[matchers.json_params_matcher({"model": "gpt-test", "messages": turn2})])
+    scripted.add(json=oa_text("first"))
+    scripted.add(json=oa_text("second"))
     with openai_client(system_prompt="sys") as client:
         client.ask("one", id="conv")
         assert client.conversation_store.get("conv") == [*turn1, reply1]
         result = client.ask("two", id="conv")
         assert result.text == "second"
         assert client.conversation_store.get("conv") == [*turn2, {"role": "assistant", "content": "second"}]
+    sent = [request.json() for request in scripted.requests]
+    assert sent == [{"model": "gpt-test", "messages": turn1}, {"model": "gpt-test", "messages": turn2}]
 
 
 def test_conversation_store_is_the_given_store_or_an_in_memory_one():
@@ -477,39 +453,38 @@ def test_conversation_store_is_the_given_store_or_an_in_memory_one():
         assert isinstance(client.conversation_store, InMemoryStore)
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_ask_without_id_is_run_and_saves_nothing():
-    responses.post(OPENAI_URL, json=oa_text("x"))
+def test_ask_without_id_is_run_and_saves_nothing(scripted):
+    scripted.add(json=oa_text("x"))
     store = InMemoryStore()
     with openai_client(store=store) as client:
         client.ask("q")
     assert store.ids() == []
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_a_timeout_is_never_retried():
-    responses.post(OPENAI_URL, body=requests.exceptions.ReadTimeout("slow"))
-    responses.post(OPENAI_URL, json=oa_text("never"))
+def test_a_timeout_is_never_retried(scripted):
+    scripted.add(error=requests.exceptions.ReadTimeout("slow"))
+    scripted.add(json=oa_text("never"))
     error = run_expecting_llm_error(timeout=0.05, retries=3)
     assert isinstance(error, TimeoutError)
     assert error.status is None
-    assert len(responses.calls) == 1
+    assert len(scripted.requests) == 1
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_a_timeout_raised_by_the_http_stack_is_never_retried_even_without_a_timeout():
-    responses.post(OPENAI_URL, body=requests.exceptions.ReadTimeout("slow"))
-    responses.post(OPENAI_URL, json=oa_text("never"))
+def test_a_timeout_raised_by_the_http_stack_is_never_retried_even_without_a_timeout(scripted):
+    scripted.add(error=requests.exceptions.ReadTimeout("slow"))
+    scripted.add(json=oa_text("never"))
     seen = []
     error = run_expecting_llm_error(retries=3, on_error=lambda info: seen.append(info) or "retry")
     assert isinstance(error, TimeoutError)
     assert error.cause == "timed out"
-    assert len(responses.calls) == 1
+    assert len(scripted.requests) == 1
     assert [info["retryable"] for info in seen] == [False]  # observed, and not retried even when asked
 
 
 @responses.activate(registry=OrderedRegistry)
 def test_a_host_supplied_session_is_used():
+    """The host's session goes through ``Session.send``: a mock the host put on its
+    adapters (here ``responses``) answers, and sees the session's headers."""
     session = requests.Session()
     session.headers["X-From-Session"] = "yes"
     responses.post(OPENAI_URL, json=oa_text("ok"), match=[matchers.header_matcher({"X-From-Session": "yes", "Authorization": f"Bearer {KEY}"})])
@@ -518,21 +493,20 @@ def test_a_host_supplied_session_is_used():
     session.close()
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_openrouter_key_is_used_for_an_openrouter_base_url(monkeypatch):
+def test_openrouter_key_is_used_for_an_openrouter_base_url(scripted, monkeypatch):
     monkeypatch.setenv("OPENROUTER_API_KEY", "env-router-key")
     monkeypatch.setenv("OPENAI_API_KEY", "env-openai-key")
     url = "https://openrouter.ai/api/v1/chat/completions"
-    responses.post(url, json=oa_text("ok"), match=[matchers.header_matcher({"Authorization": "Bearer env-router-key"})])
+    scripted.add(json=oa_text("ok"))
     with Client(base_url="https://openrouter.ai/api/v1", model="m") as client:
         assert client.run("x").text == "ok"
+    assert (scripted.requests[0].url, scripted.requests[0].headers["Authorization"]) == (url, "Bearer env-router-key")
 
 
-@responses.activate(registry=OrderedRegistry)
-def test_the_key_never_appears_in_log_lines(caplog):
-    responses.post(OPENAI_URL, status=503, body=f"busy {KEY}")
-    responses.post(OPENAI_URL, body=requests.ConnectionError(f"reset {KEY}"))
-    responses.post(OPENAI_URL, status=401, body=f"bad key {KEY}")
+def test_the_key_never_appears_in_log_lines(scripted, caplog):
+    scripted.add(status=503, body=f"busy {KEY}")
+    scripted.add(error=requests.ConnectionError(f"reset {KEY}"))
+    scripted.add(status=401, body=f"bad key {KEY}")
     caplog.set_level("DEBUG")
     with openai_client(retries=2) as client:
         with pytest.raises(LLMError):

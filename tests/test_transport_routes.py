@@ -1,8 +1,8 @@
 """Which way a request goes, decided once when the client is built (CONTRACT §8
 ``session``): the library's own session with no proxy goes straight to its connection
-pool; a host's session goes through ``Session.send`` (its hooks run); a proxy, or an
-``HTTPAdapter.send`` replaced by a mocking library at build time, goes through the adapter.
-A mock activated after a client was built does not change that client's route."""
+pool, whoever patched ``requests``; a host's session goes through ``Session.send`` (its
+hooks run, and the host's own mock answers); a proxy goes through the adapter. A test's
+``ScriptedRoute`` stands in front of every route while its block runs, and only then."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from _helpers import HANG
 from _rawserver import completion
 from conftest import run_in_thread
 from toolnexus import Client
+from toolnexus.testing import ScriptedRoute
 
 
 def route_of(client):
@@ -65,32 +66,43 @@ def test_a_proxy_from_the_environment_is_used_through_the_adapter(servers, monke
     assert proxy.last_request.startswith(f"POST {target}/chat/completions HTTP/1.1".encode())
 
 
-def test_a_mock_activated_after_a_client_was_built_does_not_change_its_route(servers):
+def test_a_client_built_while_requests_is_patched_still_goes_direct(servers):
     server = servers(lambda ex: ex.reply(completion("real")))
-    with Client(base_url=server.base_url, model="m", retries=0) as before:
-        with responses.RequestsMock() as mock:
-            mock.post(server.base_url + "/chat/completions", json=mocked_reply("mocked"))
-            with Client(base_url=server.base_url, model="m", retries=0) as under:
-                assert route_of(before) == "direct" and route_of(under) == "requests"
-                assert run_in_thread(lambda: before.run("go"), HANG).text == "real"
-                assert run_in_thread(lambda: under.run("go"), HANG).text == "mocked"
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        mock.post(server.base_url + "/chat/completions", json=mocked_reply("patched"))
+        with Client(base_url=server.base_url, model="m", retries=0) as client:
+            assert route_of(client) == "direct"  # the package never asks who patched what
+            assert run_in_thread(lambda: client.run("go"), HANG).text == "real"
     assert server.requests == 1
 
 
-def test_a_client_built_under_a_mock_reaches_the_server_once_the_mock_stops(servers):
+def test_a_host_session_mocked_by_the_host_is_honoured_through_session_send():
+    session = requests.Session()
+    with responses.RequestsMock() as mock:
+        mock.post("https://llm.test/v1/chat/completions", json=mocked_reply("the host's mock"))
+        with Client(base_url="https://llm.test/v1", model="m", retries=0, session=session) as client:
+            assert route_of(client) == "requests"
+            assert run_in_thread(lambda: client.run("go"), HANG).text == "the host's mock"
+    session.close()
+
+
+def test_a_scripted_route_serves_clients_built_before_it_until_its_block_ends(servers, via):
     server = servers(lambda ex: ex.reply(completion("real")))
-    mock = responses.RequestsMock()
-    mock.start()
-    try:
-        mock.post(server.base_url + "/chat/completions", json=mocked_reply("mocked"))
-        client = Client(base_url=server.base_url, model="m", retries=0)
-        assert run_in_thread(lambda: client.run("go"), HANG).text == "mocked"
-    finally:
-        mock.stop()
-        mock.reset()
-    try:
-        assert route_of(client) == "requests"
+    with Client(base_url=server.base_url, model="m", retries=0, **via) as client:
+        route = route_of(client)
+        with ScriptedRoute(lambda request: mocked_reply("scripted")) as scripted:
+            assert run_in_thread(lambda: client.run("go"), HANG).text == "scripted"
         assert run_in_thread(lambda: client.run("go"), HANG).text == "real"
-    finally:
-        client.close()
+        assert route_of(client) == route  # the route chosen at build time is unchanged
+    assert server.requests == 1
+    assert [request.path for request in scripted.requests] == ["/v1/chat/completions"]
+
+
+def test_a_scripted_route_for_one_base_url_lets_other_endpoints_through(servers):
+    server = servers(lambda ex: ex.reply(completion("real")))
+    with ScriptedRoute(lambda request: mocked_reply("scripted"), base_url="https://llm.test/v1"):
+        with Client(base_url="https://llm.test/v1", model="m") as scripted:
+            assert run_in_thread(lambda: scripted.run("go"), HANG).text == "scripted"
+        with Client(base_url=server.base_url, model="m") as real:
+            assert run_in_thread(lambda: real.run("go"), HANG).text == "real"
     assert server.requests == 1

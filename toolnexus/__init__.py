@@ -21,6 +21,7 @@ from .data import (
 )
 from .errors import (
     Cancelled,
+    CassetteMismatch,
     ConfigError,
     DispatchError,
     HandleClosed,
@@ -57,6 +58,7 @@ __all__ = [
     "Budget",
     "Client",
     "Cancelled",
+    "CassetteMismatch",
     "ConfigError",
     "DispatchError",
     "ConversationStore",

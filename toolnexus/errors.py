@@ -41,6 +41,12 @@ class LLMTimeout(LLMError, TimeoutError):
     """The model call ran past ``timeout``; never retried."""
 
 
+class CassetteMismatch(LLMError):
+    """A cassette replaying exchanges has no unused recording for a request: the message
+    names the method, the path and the first field where the nearest recording differs.
+    ``status`` is None; never retried."""
+
+
 class Cancelled(ToolnexusError):
     """The run was interrupted while a model call was in flight; never retried."""
 

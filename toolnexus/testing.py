@@ -1,16 +1,24 @@
-"""Test helpers: a scripted local OpenAI-compatible server and a scripted in-process model.
+"""Test helpers: scripted models, a scripted route, a scripted server, and cassettes.
 
-Standard library only. For tests, examples and benchmarks::
+- ``ScriptedModel``: an in-process model (``generate=``) scripted per model name.
+- ``ScriptedRoute``: every HTTP model exchange of the process answered by the test, with
+  no socket (the way httpx's ``MockTransport`` serves tests): requests, retries, errors
+  and streamed replies go through the same exchange as users' do.
+- ``ScriptedLLMServer``: a real local OpenAI-compatible (and anthropic-style) HTTP server
+  answering with what a function returns, for the whole route down to the socket::
 
     with ScriptedLLMServer() as server:          # two_turn_responder() by default
         client = Client(base_url=server.base_url, model="m")
         ...
 
-Every ``POST <anything>/chat/completions`` (and ``<anything>/messages``, for a responder
-that speaks the anthropic style) is answered with the JSON returned by the
-``respond(body) -> dict`` callable given to the constructor. The server speaks HTTP/1.1
-with keep-alive, always sends Content-Length and sets TCP_NODELAY on accepted sockets,
-so a client's pooled connection is reused and no Nagle/delayed-ACK stalls distort timings.
+- ``cassette(path, mode)``: real exchanges recorded once to JSONL and replayed offline
+  after; the pytest fixture ``tn_cassette`` gives each test its own.
+
+The server answers every ``POST <anything>/chat/completions`` (and ``<anything>/messages``,
+for a responder that speaks the anthropic style) with the JSON returned by the
+``respond(body) -> dict`` callable given to the constructor. It speaks HTTP/1.1 with
+keep-alive, always sends Content-Length and sets TCP_NODELAY on accepted sockets, so a
+client's pooled connection is reused and no Nagle/delayed-ACK stalls distort timings.
 A request with ``"stream": true`` gets the same reply as an event stream (chunked): the
 text word by word, ``stream_gap_s`` apart, then the tool calls, the finish reason, the
 usage (when ``stream_options.include_usage`` asks) and ``[DONE]``; on ``/messages``, the
@@ -21,13 +29,18 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
+import os
 import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
+
+from ._testing.cassette import Cassette
+from ._testing.route import ScriptedReply, ScriptedRequest, ScriptedRoute
+from ._testing.streamed import anthropic_events, sse_frame, stream_chunks, streamed_form
+from .errors import CassetteMismatch
 
 Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -47,6 +60,12 @@ __all__ = [
     "responder_by_model",
     "stream_chunks",
     "anthropic_events",
+    "ScriptedRoute",
+    "ScriptedReply",
+    "ScriptedRequest",
+    "cassette",
+    "Cassette",
+    "CassetteMismatch",
 ]
 
 
@@ -140,8 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         status, reply = self.server.owner._answer(body)
         if status == 200 and body.get("stream") is True:
             anthropic = self.path.split("?", 1)[0].rstrip("/").endswith("/messages")
-            asked = bool((body.get("stream_options") or {}).get("include_usage")) and self.server.owner.stream_usage
-            chunks = anthropic_events(reply) if anthropic else stream_chunks(reply, usage=asked)
+            chunks = streamed_form(reply, body, anthropic=anthropic, usage=self.server.owner.stream_usage)
             self._send_stream(chunks, named=anthropic)
             return
         self._send_json(status, reply)
@@ -170,8 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
         for index, (chunk, piece) in enumerate(chunks):
             if piece and index > 1 and owner.stream_gap_s > 0 and owner._closing.wait(owner.stream_gap_s):
                 return  # closing: the stream is cut short
-            name = b"event: %s\n" % str(chunk.get("type")).encode() if named and isinstance(chunk, dict) else b""
-            data = name + b"data: " + (chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode()) + b"\n\n"
+            data = sse_frame(chunk, named=named)
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
             if piece:
@@ -192,52 +209,6 @@ class _Handler(BaseHTTPRequestHandler):
 def _error(message: str, kind: str) -> dict[str, Any]:
     """An OpenAI-shaped error body."""
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
-
-
-def stream_chunks(reply: dict[str, Any], *, usage: bool = True) -> list[tuple[dict[str, Any] | bytes, str]]:
-    """A chat completion as the chunks of its streamed form, each with the text piece it
-    carries ("" for none): the role, the text word by word, the tool calls, the finish
-    reason, the usage (with ``usage``) and ``[DONE]``."""
-    choice = (reply.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    head = {"id": reply.get("id", "chatcmpl-scripted"), "object": "chat.completion.chunk", "model": reply.get("model", "scripted")}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-    chunks: list[tuple[dict[str, Any] | bytes, str]] = [(chunk({"role": "assistant", "content": ""}), "")]
-    chunks += [(chunk({"content": piece}), piece) for piece in re.findall(r"\s*\S+\s*|\s+", message.get("content") or "")]
-    for index, call in enumerate(message.get("tool_calls") or ()):
-        chunks.append((chunk({"tool_calls": [{"index": index, **call}]}), ""))
-    chunks.append((chunk({}, choice.get("finish_reason") or "stop"), ""))
-    if usage and reply.get("usage") is not None:
-        chunks.append(({**head, "choices": [], "usage": reply["usage"]}, ""))
-    chunks.append((b"[DONE]", ""))
-    return chunks
-
-
-def anthropic_events(reply: dict[str, Any]) -> list[tuple[dict[str, Any] | bytes, str]]:
-    """An anthropic-style message as the events of its streamed form, each with the text
-    piece it carries: ``message_start`` (with the input usage), each content block (text
-    word by word, a tool call's input as one ``input_json_delta``), ``message_delta`` (the
-    stop reason and the output tokens) and ``message_stop``."""
-    usage = dict(reply.get("usage") or {})
-    output_tokens = usage.pop("output_tokens", 0)
-    head = {key: value for key, value in reply.items() if key not in ("content", "stop_reason", "usage")}
-    events: list[tuple[dict[str, Any] | bytes, str]] = [({"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}}, "")]
-    for index, block in enumerate(reply.get("content") or ()):
-        if block.get("type") == "text":
-            events.append(({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}, ""))
-            for piece in re.findall(r"\s*\S+\s*|\s+", block.get("text") or ""):
-                events.append(({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}, piece))
-        else:
-            events.append(({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}, ""))
-            partial = json.dumps(block.get("input") or {})
-            events.append(({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}, ""))
-        events.append(({"type": "content_block_stop", "index": index}, ""))
-    events.append(({"type": "message_delta", "delta": {"stop_reason": reply.get("stop_reason") or "end_turn", "stop_sequence": None}, "usage": {"output_tokens": output_tokens}}, ""))
-    events.append(({"type": "message_stop"}, ""))
-    return events
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -503,3 +474,39 @@ def responder_by_model(script: dict[str, list[HTTPStep]], *, default: HTTPStep |
     dict counts the requests seen per model.
     """
     return _ByModelResponder(script, {"text": "done"} if default is None else default)
+
+
+def cassette(path: str | os.PathLike[str], mode: str = "once", *, ignore: Iterable[str] = ()) -> Cassette:
+    """Record real model exchanges once, replay them offline after (a context manager).
+
+    While the block runs, every HTTP model exchange of any ``Client`` or ``Runtime`` of the
+    process (built before or inside the block, on any thread, both wire styles, plain and
+    streamed) goes through the cassette. ``"once"``: with no file (or an empty one) the
+    exchanges go to the network and are recorded, the file written when the block ends;
+    with a file, they are replayed only. ``"none"``: replay only. ``"all"``: always to the
+    network, the file rewritten with what the block exchanged.
+
+    The file is JSONL, one exchange a line in the order they happened: ``method``,
+    ``path``, ``body`` (the request JSON), ``status``, ``content_type`` and ``response``
+    (the body as text; a stream's events as received). No request header is written, and
+    the API key and credential headers are shown as ``***`` anywhere else.
+
+    A request is answered by the first unused recording with its method, URL path (host
+    and port are not compared) and body (the dotted paths in ``ignore``, ``*`` matching
+    any key or index, e.g. ``"messages.*.name"``, left out); a streamed one is served
+    event by event. A request with none raises ``CassetteMismatch``, which names the
+    first field where the nearest recording differs.
+
+    Args:
+        path: the JSONL file.
+        mode: ``"once"``, ``"none"`` or ``"all"``.
+        ignore: dotted paths of request fields that matching leaves out.
+
+    Returns:
+        The ``Cassette``: ``path``, ``mode``, ``recorded`` and ``replayed``.
+
+    Raises:
+        ConfigError: an unknown mode or ignored path (at once); with ``"none"``, a
+            missing file (when the block starts).
+    """
+    return Cassette(path, mode, ignore=ignore)

@@ -175,7 +175,9 @@ class HttpEngine:
                 self._streams_lack_usage.set()
                 log.warning(_STREAMS_LACK_USAGE, self.transport.public_url)
             return reply
-        data = self.transport.post_json(body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)
+        data = self.transport.post_json(
+            body, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry
+        )
         reply = self._parsed(data)
         if reply.usage_missing and call.needs_usage:
             shown = self.transport.excerpt(json.dumps(data, ensure_ascii=False))
@@ -193,7 +195,13 @@ class HttpEngine:
     def _unreadable(self, exc: WireError, shown: str) -> LLMError:
         transport = self.transport
         cause = f"unreadable reply: {transport.scrub(str(exc))}"
-        return LLMError(f"model call to {transport.public_url} failed: {cause}", status=200, body_excerpt=transport.excerpt(shown), url=transport.public_url, cause=cause)
+        return LLMError(
+            f"model call to {transport.public_url} failed: {cause}",
+            status=200,
+            body_excerpt=transport.excerpt(shown),
+            url=transport.public_url,
+            cause=cause,
+        )
 
     def _streamed(self, body: dict[str, Any], call: ModelCall, on_text: Callable[[str], None]) -> ModelReply:
         """The call in the provider's streaming mode: each attempt reads its events into a
@@ -213,7 +221,14 @@ class HttpEngine:
             return feed
 
         stream_body = self._style.stream_body(body)
-        streamed, data = self.transport.post_stream(stream_body, begin=begin, scope=call.scope, gate=call.gate, while_waiting=call.while_waiting, on_retry=call.on_retry)
+        streamed, data = self.transport.post_stream(
+            stream_body,
+            begin=begin,
+            scope=call.scope,
+            gate=call.gate,
+            while_waiting=call.while_waiting,
+            on_retry=call.on_retry,
+        )
         if not streamed:  # the server answered with a plain reply
             reply = self._parsed(data)
             if reply.text:
@@ -262,14 +277,18 @@ class InProcessEngine:
             raise
         except Exception as exc:  # final: the in-process model is never retried
             cause = f"{type(exc).__name__}: {exc}"
-            raise LLMError(f"generate() failed: {cause}", status=None, body_excerpt=str(exc)[:1000], url="generate()", cause=cause) from exc
+            raise LLMError(
+                f"generate() failed: {cause}", status=None, body_excerpt=str(exc)[:1000], url="generate()", cause=cause
+            ) from exc
         if call.scope is not None and call.scope.cancelled:
             raise Cancelled("interrupted during the model call")
         try:
             reply = self._openai.parse_generated(raw)
         except WireError as exc:
             cause = f"unreadable reply: {exc}"
-            raise LLMError(f"generate() failed: {cause}", status=None, body_excerpt=repr(raw)[:1000], url="generate()", cause=cause) from exc
+            raise LLMError(
+                f"generate() failed: {cause}", status=None, body_excerpt=repr(raw)[:1000], url="generate()", cause=cause
+            ) from exc
         if reply.usage_missing and call.needs_usage:
             raise unmeasurable("generate()", repr(raw)[:1000])
         if call.on_text is not None and reply.text:
@@ -293,7 +312,13 @@ def check_credential(what: str, value: str) -> None:
     """A header-borne credential must be sendable as it is; the message never shows it."""
     for char in value:
         if char.isspace() or not char.isprintable() or ord(char) > 255:
-            kind = "whitespace" if char.isspace() else "a control character" if not char.isprintable() else "a character outside latin-1"
+            kind = (
+                "whitespace"
+                if char.isspace()
+                else "a control character"
+                if not char.isprintable()
+                else "a character outside latin-1"
+            )
             raise ConfigError(f"{what} contains {kind} (a trailing newline from a file?); its value is not shown")
 
 
@@ -315,7 +340,10 @@ def _check_headers(headers: dict[str, str]) -> None:
         if not isinstance(value, str):
             raise ConfigError(f"header {name!r} must be a str")
         if "\r" in value or "\n" in value or value[:1].isspace() or any(ord(c) > 255 for c in value):
-            raise ConfigError(f"header {name!r} has a value with a line break, leading whitespace or a character outside latin-1; its value is not shown")
+            raise ConfigError(
+                f"header {name!r} has a value with a line break, leading whitespace or a character outside "
+                "latin-1; its value is not shown"
+            )
 
 
 def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEngine:

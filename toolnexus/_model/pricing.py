@@ -39,9 +39,10 @@ class Price:
         """What ``usage`` costs at this price."""
         cached = min(usage.cached_tokens, usage.prompt_tokens)
         cached_rate = self.input if self.cached_input is None else self.cached_input
-        dollars = (usage.prompt_tokens - cached) * self.input + cached * cached_rate + usage.completion_tokens * self.output
+        dollars = (
+            (usage.prompt_tokens - cached) * self.input + cached * cached_rate + usage.completion_tokens * self.output
+        )
         return dollars * _PER_TOKEN
-
 
 
 def table(prices: Mapping[str, Any] | None) -> dict[str, Price]:
@@ -54,7 +55,9 @@ def table(prices: Mapping[str, Any] | None) -> dict[str, Price]:
     if prices is None:
         return {}
     if not isinstance(prices, Mapping):
-        raise ConfigError(f'prices must map model names to {{"input": ..., "output": ...}}, not {type(prices).__name__}')
+        raise ConfigError(
+            f'prices must map model names to {{"input": ..., "output": ...}}, not {type(prices).__name__}'
+        )
     return {str(model): _price(str(model), spec) for model, spec in prices.items()}
 
 
@@ -62,18 +65,26 @@ def _price(model: str, spec: Any) -> Price:
     if isinstance(spec, Price):
         return spec
     if not isinstance(spec, Mapping):
-        raise ConfigError(f"prices[{model!r}] must be a table of input, output and cached_input, not {type(spec).__name__}")
+        raise ConfigError(
+            f"prices[{model!r}] must be a table of input, output and cached_input, not {type(spec).__name__}"
+        )
     unknown = sorted(set(spec) - set(_KEYS))
     if unknown:
-        raise ConfigError(f"prices[{model!r}]: unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(_KEYS)})")
+        raise ConfigError(
+            f"prices[{model!r}]: unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(_KEYS)})"
+        )
     missing = [key for key in ("input", "output") if key not in spec]
     if missing:
         raise ConfigError(f"prices[{model!r}] needs {' and '.join(missing)} (US dollars per million tokens)")
     for key, value in spec.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"prices[{model!r}].{key} must be a number >= 0 (US dollars per million tokens), not {value!r}")
+            raise ConfigError(
+                f"prices[{model!r}].{key} must be a number >= 0 (US dollars per million tokens), not {value!r}"
+            )
     cached = spec.get("cached_input")
-    return Price(input=float(spec["input"]), output=float(spec["output"]), cached_input=None if cached is None else float(cached))
+    return Price(
+        input=float(spec["input"]), output=float(spec["output"]), cached_input=None if cached is None else float(cached)
+    )
 
 
 def priced(usage: Usage, price: Price | None) -> Usage:

@@ -19,7 +19,9 @@ from ...errors import StreamEventError, WireError
 if TYPE_CHECKING:
     from ..sse_reader import SSEEvent
 
-_RETRYABLE_KINDS = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error", "server_error", "rate_limit_exceeded"})
+_RETRYABLE_KINDS = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error", "server_error", "rate_limit_exceeded"}
+)
 
 
 def event_object(event: SSEEvent) -> dict[str, Any]:

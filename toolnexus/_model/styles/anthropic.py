@@ -105,10 +105,14 @@ def usage_of(raw: Any) -> Usage:
     (also ``cached_tokens``), and written to it."""
     if not isinstance(raw, dict):
         return Usage()
-    fresh, cached, written = (count(raw.get(key), key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+    fresh, cached, written = (
+        count(raw.get(key), key) for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
     prompt = fresh + cached + written
     completion = count(raw.get("output_tokens"), "output_tokens")
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, cached_tokens=cached)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, cached_tokens=cached
+    )
 
 
 def parse_reply(data: Any) -> ModelReply:
@@ -156,7 +160,14 @@ def _normalised(blocks: list[Any], reply: Any) -> tuple[list[dict[str, Any]], li
         arguments = _arguments(block.get("input"))
         call = ToolCall(id=next(ids), name=block["name"], arguments=arguments)
         calls.append(call)
-        out.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments if isinstance(arguments, dict) else {}})
+        out.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": arguments if isinstance(arguments, dict) else {},
+            }
+        )
     return out, calls
 
 
@@ -196,7 +207,15 @@ def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResul
         for block in message["content"]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 output = block.get("content")
-                found.append((str(block.get("tool_use_id")), ToolResult(output=output if isinstance(output, str) else str(output or ""), is_error=bool(block.get("is_error")))))
+                found.append(
+                    (
+                        str(block.get("tool_use_id")),
+                        ToolResult(
+                            output=output if isinstance(output, str) else str(output or ""),
+                            is_error=bool(block.get("is_error")),
+                        ),
+                    )
+                )
     return found
 
 
@@ -205,7 +224,9 @@ def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> lis
     the user message that answers that turn, so the transcript is valid to send."""
 
     def answer_turn(message: dict[str, Any], rest: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-        following = rest[0] if rest and rest[0].get("role") == "user" and isinstance(rest[0].get("content"), list) else None
+        following = (
+            rest[0] if rest and rest[0].get("role") == "user" and isinstance(rest[0].get("content"), list) else None
+        )
         answered = {cid for cid, _ in tool_results_in([following])} if following is not None else set()
         missing = [_result_block(call.id, filler) for call in tool_calls_of(message) if call.id not in answered]
         if following is None or not answered:
@@ -323,7 +344,11 @@ class MessageEvents:
         """The reply the events make, as ``parse_reply`` reads the same message unstreamed."""
         for index in list(self._json):
             self._finish_block(index)  # a block the server never stopped
-        data = {**self._message, "content": [self._blocks[index] for index in sorted(self._blocks)], "stop_reason": self._stop}
+        data = {
+            **self._message,
+            "content": [self._blocks[index] for index in sorted(self._blocks)],
+            "stop_reason": self._stop,
+        }
         if self._usage is not None:
             data["usage"] = self._usage
         return parse_reply(data)

@@ -46,7 +46,10 @@ def user_message(text: str) -> dict[str, Any]:
 
 def tool_schema(tool: Tool) -> dict[str, Any]:
     """One tool as this style declares it to the model."""
-    return {"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.input_schema},
+    }
 
 
 TOOL_SHAPES["openai"] = tool_schema
@@ -152,7 +155,9 @@ def _text_of(message: dict[str, Any]) -> str:
     """The reply's text: ``content`` (a string or a list of text parts), else a refusal."""
     content = message.get("content")
     if isinstance(content, list):
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str))
+        content = "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
     if isinstance(content, str) and content:
         return content
     refusal = message.get("refusal")
@@ -176,7 +181,14 @@ def _normalised_calls(raw_calls: list[Any], reply: Any) -> list[dict[str, Any]]:
         functions.append(raw["function"])
     ids = unique_ids((raw.get("id") for raw in raw_calls), reply, "call_")
     return [
-        {"id": call_id, "type": "function", "function": {"name": str(function.get("name") or ""), "arguments": encode_arguments(function.get("arguments"))}}
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {
+                "name": str(function.get("name") or ""),
+                "arguments": encode_arguments(function.get("arguments")),
+            },
+        }
         for call_id, function in zip(ids, functions)
     ]
 
@@ -197,7 +209,9 @@ def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
 
 
 def tool_result_messages(results: Iterable[tuple[str, ToolResult]]) -> list[dict[str, Any]]:
-    return [{"role": "tool", "tool_call_id": call_id, "content": output_text(result.output)} for call_id, result in results]
+    return [
+        {"role": "tool", "tool_call_id": call_id, "content": output_text(result.output)} for call_id, result in results
+    ]
 
 
 def tool_results_in(messages: list[dict[str, Any]]) -> list[tuple[str, ToolResult]]:
@@ -228,7 +242,11 @@ def answer_every_call(messages: list[dict[str, Any]], filler: ToolResult) -> lis
 def stream_body(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` asking for a streamed reply, with usage in its final chunk."""
     options = body.get("stream_options")
-    return {**body, "stream": True, "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True}}
+    return {
+        **body,
+        "stream": True,
+        "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True},
+    }
 
 
 def stream_accumulator() -> ChatChunks:
@@ -329,7 +347,11 @@ class ChatChunks:
             message["refusal"] = refusal
         if self._calls:
             message["tool_calls"] = [
-                {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": "".join(call["arguments"])}}
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": "".join(call["arguments"])},
+                }
                 for _, call in sorted(self._calls.items())
             ]
         data: dict[str, Any] = {"choices": [{"index": 0, "message": message, "finish_reason": self._finish}]}
@@ -358,14 +380,19 @@ def parse_generated(reply: Any) -> ModelReply:
     if "choices" in reply:
         return parse_reply(reply)
     if "content" not in reply and "tool_calls" not in reply:
-        raise WireError(f'generate() must return {{"content": ...}}, {{"tool_calls": [...]}} or a chat completion, got keys {sorted(reply)[:8]}')
+        raise WireError(
+            'generate() must return {"content": ...}, {"tool_calls": [...]} or a chat completion, '
+            f"got keys {sorted(reply)[:8]}"
+        )
     raw_calls = reply.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise WireError("generate() tool_calls must be a list")
     for raw in raw_calls:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise WireError("each generated tool call needs a name")
-    wrapped = [{"id": raw.get("id"), "function": {"name": raw["name"], "arguments": raw.get("arguments")}} for raw in raw_calls]
+    wrapped = [
+        {"id": raw.get("id"), "function": {"name": raw["name"], "arguments": raw.get("arguments")}} for raw in raw_calls
+    ]
     wire_calls = _normalised_calls(wrapped, reply)
     content = reply.get("content")
     text = content if isinstance(content, str) else ""

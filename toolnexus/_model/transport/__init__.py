@@ -3,8 +3,10 @@
 ``exchange`` owns one whole exchange, plain or streamed (deadline, cancellation, turn
 gate, retries, error names, secret scrubbing) and ``Transport``; ``direct`` and
 ``via_requests`` are its two routes, chosen once per transport (``base`` is their shape,
-``http1`` the direct route's reader of plain replies); ``sessions`` holds the shared
-sessions, tracked adapters and per-URL preparation; ``failures`` names what went wrong.
+``http1`` the direct route's reader of plain replies); ``overrides`` lets a test's route
+(scripted replies, a cassette) stand in front of every transport for a while;
+``sessions`` holds the shared sessions, tracked adapters and per-URL preparation;
+``failures`` names what went wrong.
 """
 
 from .exchange import EventFeed, Transport

@@ -25,7 +25,7 @@ import urllib3.response
 import urllib3.util.connection
 
 from ..cancel import CancelScope, current_scope
-from .base import READ_SIZE, remaining
+from .base import READ_SIZE, Waiting, remaining
 from .failures import check_framing
 from .http1 import Reply, ReplyReader
 
@@ -108,7 +108,7 @@ class _PooledReply:
         conn.toolnexus_idle_since = time.monotonic()
         self._pool._put_conn(conn)
 
-    def abort(self) -> None:
+    def abort(self, whole: bool = False) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -174,7 +174,9 @@ class DirectRoute:
         self._head = head
         self._pool: Any = None
 
-    def open(self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: list[Callable[[], None]], stream: bool) -> PlainReply | StreamedReply:
+    def open(
+        self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: Waiting, stream: bool
+    ) -> PlainReply | StreamedReply:
         pool = self._pool
         if pool is None or pool.pool is None:  # first use, or closed with its session
             pool = self._pool = self._find_pool()

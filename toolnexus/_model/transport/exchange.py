@@ -21,14 +21,18 @@ from typing import Any, Callable, Iterator
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
 
 from ..cancel import CancelScope, TurnGate, set_current_scope
 from ..sse_reader import SSEDecoder, SSEEvent
 from ...errors import Cancelled, LLMError, LLMTimeout, StreamEventError, WireError
-from .base import OpenReply, Route
+from . import overrides
+from .base import OpenReply, Route, Waiting
 from .direct import DirectRoute
-from .failures import CUT_SHORT, ERROR_EVENT, EXCERPT_CHARS, MALFORMED_EVENT, REFUSED_HINT, RETRYABLE_STATUSES, _retry_delay, describe_failure, public_url, retry_after_seconds
-from .sessions import SHARED, LeaseKey, adapter_send_is_stock, prepare, track_host_adapter
+from .failures import CUT_SHORT, ERROR_EVENT, EXCERPT_CHARS, MALFORMED_EVENT, REFUSED_HINT, RETRYABLE_STATUSES
+from .failures import _retry_delay, describe_failure, public_url, retry_after_seconds
+from .overrides import PassedThrough
+from .sessions import SHARED, LeaseKey, Prepared, prepare, track_host_adapter
 from .via_requests import RequestsRoute
 
 log = logging.getLogger("toolnexus")
@@ -48,22 +52,15 @@ EventFeed = Callable[[SSEEvent], bool]
 Outcome = tuple[bool, Any, "LLMError | None"]
 
 
-class _FromFeed(Exception):
-    """Carries what the event consumer raised past the HTTP error handling, unchanged."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(error)
-        self.error = error
-
-
 class Transport:
     """POSTs JSON bodies to one endpoint, with retries; shared by every thread of a client.
 
     ``secrets`` are the credential values (the key, credential-like headers) that no
     message, excerpt or log line may show. The route is chosen here, once: a host's
     ``session`` goes through ``Session.send``; the library's own session goes straight to
-    its connection pool, unless a proxy applies or ``HTTPAdapter.send`` is replaced (by a
-    mocking or instrumentation library) at this moment, when it goes through the adapter.
+    its connection pool, unless a proxy applies, when it goes through the adapter. An
+    override installed for a while (``overrides``) sees each exchange first, whatever the
+    route.
     """
 
     def __init__(
@@ -89,6 +86,7 @@ class Transport:
         self._max_retry_after = max_retry_after
         self._on_error = on_error
         self._lease: LeaseKey | None = None
+        self._prepared: Prepared
         self._route = self._choose_route(url, headers, session, pool_size)
         #: The route every exchange of this transport takes: ``"direct"`` or ``"requests"``.
         self.route = self._route.name
@@ -96,20 +94,31 @@ class Transport:
         self._live: set[CancelScope] = set()
         self._closed = False
 
-    def _choose_route(self, url: str, headers: dict[str, str], session: requests.Session | None, pool_size: int) -> Route:
+    def _choose_route(
+        self, url: str, headers: dict[str, str], session: requests.Session | None, pool_size: int
+    ) -> Route:
         if session is not None:
             # A host's session keeps its hooks and cookies; its settings are the host's to
             # change, so they are read for each transport.
             adapter = session.get_adapter(url)
             if isinstance(adapter, HTTPAdapter):
                 track_host_adapter(adapter)
-            return RequestsRoute(session, prepare(session, url, headers, owned=False))
+            self._prepared = prepare(session, url, headers, owned=False)
+            return RequestsRoute(session, self._prepared)
         self._lease, session = SHARED.lease(url, pool_size)
-        prepared = SHARED.prepared(self._lease, session, url, headers)
+        prepared = self._prepared = SHARED.prepared(self._lease, session, url, headers)
         own: Any = session.get_adapter(url)  # our own session: no hooks, cookies or redirects
-        if prepared.direct_head is not None and adapter_send_is_stock() and hasattr(own, "get_connection_with_tls_context"):
-            return DirectRoute(functools.partial(SHARED.direct_pool, self._lease, own, prepared), prepared.direct_head)
+        if prepared.direct_head is not None and hasattr(own, "get_connection_with_tls_context"):
+            find_pool = functools.partial(SHARED.direct_pool, self._lease, own, prepared)
+            return DirectRoute(find_pool, prepared.direct_head)
         return RequestsRoute(own, prepared)
+
+    def _overridden(self, installed: tuple[overrides.RouteOverride, ...], payload: bytes, stream: bool) -> Route:
+        """The installed overrides in front of this transport's route, for one exchange."""
+        headers = CaseInsensitiveDict(self._prepared.template.headers)
+        headers["Content-Length"] = str(len(payload))
+        request = overrides.Outgoing(self.url, self.public_url, headers, payload, stream, self.scrub)
+        return overrides.Onward(installed, self._route, request)
 
     def __repr__(self) -> str:
         return f"Transport(url={self.public_url!r})"
@@ -215,7 +224,14 @@ class Transport:
                 if not retryable or attempt >= self._retries:
                     raise error
                 delay = self._retry_delay(reply, attempt, error)
-                log.info("model call to %s failed (%s); retry %d of %d in %.2fs", self.public_url, error.cause, attempt + 1, self._retries, delay)
+                log.info(
+                    "model call to %s failed (%s); retry %d of %d in %.2fs",
+                    self.public_url,
+                    error.cause,
+                    attempt + 1,
+                    self._retries,
+                    delay,
+                )
                 if on_retry is not None:
                     on_retry(attempt + 1, error.cause)
                 if scope.event.wait(delay):
@@ -240,7 +256,9 @@ class Transport:
             if not closed:
                 self._live.add(scope)
         if closed:
-            raise LLMError(self._message("the client is closed"), status=None, url=self.public_url, cause="the client is closed")
+            raise LLMError(
+                self._message("the client is closed"), status=None, url=self.public_url, cause="the client is closed"
+            )
         try:
             yield
         finally:
@@ -260,7 +278,14 @@ class Transport:
             return False
         return retryable
 
-    def _attempt(self, payload: bytes, scope: CancelScope, gate: TurnGate | None, waiting: list[Callable[[], None]], begin: Callable[[], EventFeed] | None) -> Outcome:
+    def _attempt(
+        self,
+        payload: bytes,
+        scope: CancelScope,
+        gate: TurnGate | None,
+        waiting: Waiting,
+        begin: Callable[[], EventFeed] | None,
+    ) -> Outcome:
         """One exchange under the gate; raises what is never retried (a timeout, a
         cancellation)."""
         if scope.cancelled:
@@ -270,7 +295,9 @@ class Transport:
         with gate.held(scope):
             return self._exchange(payload, scope, waiting, begin)
 
-    def _exchange(self, payload: bytes, scope: CancelScope, waiting: list[Callable[[], None]], begin: Callable[[], EventFeed] | None) -> Outcome:
+    def _exchange(
+        self, payload: bytes, scope: CancelScope, waiting: Waiting, begin: Callable[[], EventFeed] | None
+    ) -> Outcome:
         deadline = time.monotonic() + self._timeout if self._timeout is not None else None
         set_current_scope(scope)
         reply: OpenReply | None = None
@@ -278,8 +305,13 @@ class Transport:
         consumer_error: Exception | None = None
         try:
             try:
-                reply = self._route.open(payload, deadline, scope, waiting, begin is not None)
-                streamed = begin is not None and 200 <= reply.status < 300 and "json" not in (reply.headers.get("Content-Type") or "").lower()
+                route = self._route
+                installed = overrides.ACTIVE
+                if installed:
+                    route = self._overridden(installed, payload, begin is not None)
+                reply = route.open(payload, deadline, scope, waiting, begin is not None)
+                content_type = (reply.headers.get("Content-Type") or "").lower()
+                streamed = begin is not None and 200 <= reply.status < 300 and "json" not in content_type
                 if streamed:
                     assert begin is not None
                     outcome = self._read_stream(reply, begin(), deadline)
@@ -293,7 +325,7 @@ class Transport:
                 raise
         except Cancelled:
             raise
-        except _FromFeed as passed:
+        except PassedThrough as passed:
             consumer_error = passed.error
         except Exception as exc:  # the HTTP stack's failures all become LLMError here
             if scope.cancelled:
@@ -303,7 +335,7 @@ class Transport:
             set_current_scope(None)
             scope.detach_all()
         if consumer_error is not None:
-            raise consumer_error  # as it was raised: not an HTTP failure
+            raise consumer_error  # as it was raised: not an HTTP failure (never retried)
         if scope.cancelled:
             raise Cancelled("interrupted during the model call")  # the reply came too late
         return outcome
@@ -321,7 +353,7 @@ class Transport:
             except Exception:
                 if not finished:
                     raise
-                reply.abort()  # the reply is whole: only its connection is lost
+                reply.abort(whole=True)  # the reply is whole: only its connection is lost
                 return True, (True, None), None
             if not chunk:
                 break
@@ -329,19 +361,27 @@ class Transport:
                 for event in decoder.feed(chunk):
                     if not finished and feed(event):
                         finished = True
-                        until = time.monotonic() + _AFTER_END_S if deadline is None else min(deadline, time.monotonic() + _AFTER_END_S)
+                        until = (
+                            time.monotonic() + _AFTER_END_S
+                            if deadline is None
+                            else min(deadline, time.monotonic() + _AFTER_END_S)
+                        )
             except WireError as exc:
                 reply.abort()
                 return self._refused(exc, event)
             except Exception as exc:
-                raise _FromFeed(exc) from exc
+                raise PassedThrough(exc) from exc
             if finished and until is not None and time.monotonic() >= until:
-                reply.abort()
+                reply.abort(whole=True)
                 return True, (True, None), None
         decoder.close()
         reply.done()
         if not finished:
-            return True, None, self._error(CUT_SHORT, status=None, excerpt="the reply ended before the stream's end marker")
+            return (
+                True,
+                None,
+                self._error(CUT_SHORT, status=None, excerpt="the reply ended before the stream's end marker"),
+            )
         return True, (True, None), None
 
     def _refused(self, exc: WireError, event: SSEEvent | None) -> Outcome:
@@ -361,13 +401,19 @@ class Transport:
             cause = "timed out"  # the deadline passed (and may have closed the connection)
         elif streamed and cause != "timed out":
             cause = CUT_SHORT
-        elif reply is not None and cause == "reply body cut short" and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower():
+        elif (
+            reply is not None
+            and cause == "reply body cut short"
+            and "chunked" in (reply.headers.get("Transfer-Encoding") or "").lower()
+        ):
             cause = "chunked reply body malformed or cut short"
         excerpt = self.scrub(f"{type(exc).__name__}: {exc}")[:EXCERPT_CHARS]
         if cause == "timed out":
             if self._timeout is not None:
                 cause = f"timed out (timeout={self._timeout:g} s: no complete reply in time)"
-            raise LLMTimeout(self._message(cause), status=None, body_excerpt=excerpt, url=self.public_url, cause=cause) from exc
+            raise LLMTimeout(
+                self._message(cause), status=None, body_excerpt=excerpt, url=self.public_url, cause=cause
+            ) from exc
         return True, None, self._error(cause, status=None, excerpt=excerpt)
 
     def _decode(self, reply: OpenReply, content: bytes) -> Outcome:
@@ -377,8 +423,18 @@ class Transport:
                 return False, (False, json.loads(content)), None
             except (ValueError, RecursionError):  # nested too deep to read is not JSON we can use
                 # 2xx is not in RETRYABLE_STATUSES: final unless on_error says otherwise.
-                return False, None, self._error(f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content))
-        return status in RETRYABLE_STATUSES, reply, self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content))
+                return (
+                    False,
+                    None,
+                    self._error(
+                        f"HTTP {status} with a reply that is not JSON", status=status, excerpt=self.excerpt(content)
+                    ),
+                )
+        return (
+            status in RETRYABLE_STATUSES,
+            reply,
+            self._error(f"HTTP {status}", status=status, excerpt=self.excerpt(content)),
+        )
 
     def excerpt(self, content: bytes | str | None) -> str:
         text = content.decode("utf-8", "replace") if isinstance(content, bytes) else (content or "")

@@ -23,7 +23,9 @@ EXCERPT_CHARS = 1000  # enough for a provider's whole error object, cause includ
 _URLS_KEPT = 64
 
 #: Said after ``connection refused``: what a user who meets it first usually needs.
-REFUSED_HINT = "is a model server listening there? pass base_url=... to reach another, or generate= for an in-process model"
+REFUSED_HINT = (
+    "is a model server listening there? pass base_url=... to reach another, or generate= for an in-process model"
+)
 
 #: The cause of a streamed reply that ended before its end marker.
 CUT_SHORT = "stream cut short"

@@ -59,7 +59,9 @@ class Reply:
 
     __slots__ = ("status", "reason", "headers", "will_close", "_framing", "_length")
 
-    def __init__(self, status: int, reason: str, headers: ReplyHeaders, will_close: bool, framing: str, length: int) -> None:
+    def __init__(
+        self, status: int, reason: str, headers: ReplyHeaders, will_close: bool, framing: str, length: int
+    ) -> None:
         self.status = status
         self.reason = reason
         self.headers = headers
@@ -98,7 +100,7 @@ class ReplyReader:
         if not data:
             return False
         self._got_any = True
-        self._buf = self._buf[self._pos:] + data if self._pos else self._buf + data
+        self._buf = self._buf[self._pos :] + data if self._pos else self._buf + data
         self._pos = 0
         return True
 
@@ -128,7 +130,7 @@ class ReplyReader:
             searched = self._pos + max(0, had - 2)  # the end may straddle the old and new bytes
         if end < 0 or end - self._pos > _MAX_HEAD:
             raise MalformedReply("reply headers longer than 64 KiB")
-        head = self._buf[self._pos:end].decode("latin-1")
+        head = self._buf[self._pos : end].decode("latin-1")
         self._pos = end + size
         return _parse_head(head)
 
@@ -159,14 +161,14 @@ class ReplyReader:
         return self._pos < len(self._buf)
 
     def _take_all(self) -> bytes:
-        data = self._buf[self._pos:]
+        data = self._buf[self._pos :]
         self._buf, self._pos = b"", 0
         return data
 
     def _exactly(self, length: int) -> bytes:
         have = len(self._buf) - self._pos
         if have >= length:
-            data = self._buf[self._pos:self._pos + length]
+            data = self._buf[self._pos : self._pos + length]
             self._pos += length
             return data
         parts = [self._take_all()]
@@ -188,7 +190,7 @@ class ReplyReader:
         while True:
             end = self._buf.find(b"\n", self._pos)
             if end >= 0:
-                line = self._buf[self._pos:end]
+                line = self._buf[self._pos : end]
                 self._pos = end + 1
                 return line[:-1] if line.endswith(b"\r") else line
             if len(self._buf) - self._pos > _MAX_LINE:

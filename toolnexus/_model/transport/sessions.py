@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-import types
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
@@ -50,20 +49,6 @@ class _TrackedHTTPSPool(_TrackedConnections, HTTPSConnectionPool):
 
 
 _TRACKED_POOLS = {"http": _TrackedHTTPPool, "https": _TrackedHTTPSPool}
-_stock_send: list[Any] = []  # requests' own HTTPAdapter.send, once seen unpatched
-
-
-def adapter_send_is_stock() -> bool:
-    """Whether ``HTTPAdapter.send`` is requests' own, not replaced by a mocking or
-    instrumentation library. This module may first be imported while one is active (a
-    test's ``responses`` mock), so the original is recognised by what it is, not by the
-    value seen at import."""
-    send = HTTPAdapter.send
-    if not _stock_send:
-        if type(send) is not types.FunctionType or send.__module__ != "requests.adapters" or send.__qualname__ != "HTTPAdapter.send":
-            return False
-        _stock_send.append(send)
-    return send is _stock_send[0]
 
 
 class CancellableAdapter(HTTPAdapter):
@@ -154,7 +139,9 @@ class Prepared:
 
     __slots__ = ("url", "template", "send_kwargs", "direct_head")
 
-    def __init__(self, url: str, template: requests.PreparedRequest, send_kwargs: dict[str, Any], direct_head: bytes | None) -> None:
+    def __init__(
+        self, url: str, template: requests.PreparedRequest, send_kwargs: dict[str, Any], direct_head: bytes | None
+    ) -> None:
         self.url = url
         self.template = template
         self.send_kwargs = send_kwargs
@@ -163,7 +150,9 @@ class Prepared:
 
 def prepare(session: requests.Session, url: str, headers: dict[str, str], *, owned: bool) -> Prepared:
     """The per-URL work that does not change between calls (see ``Prepared``)."""
-    template = session.prepare_request(requests.Request("POST", url, headers={"Content-Type": "application/json", **headers}))
+    template = session.prepare_request(
+        requests.Request("POST", url, headers={"Content-Type": "application/json", **headers})
+    )
     settings = session.merge_environment_settings(url, {}, None, None, None)
     send_kwargs: dict[str, Any] = {
         "proxies": settings["proxies"],
@@ -240,7 +229,9 @@ class SharedSessions:
         if pool is not None and pool.pool is not None:  # not closed (released, or evicted by the adapter)
             return pool
         send_kwargs = prepared.send_kwargs
-        pool = adapter.get_connection_with_tls_context(prepared.template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"])
+        pool = adapter.get_connection_with_tls_context(
+            prepared.template, send_kwargs["verify"], send_kwargs["proxies"], send_kwargs["cert"]
+        )
         with self._critical():
             self._pool_of[(key, prepared.url)] = pool
             known = self._pools.setdefault(key, [])

@@ -1,7 +1,6 @@
 """The ``requests`` route: through ``Session.send`` (a host's session, with its hooks,
 cookies and adapters) or ``HTTPAdapter.send`` (the library's own session when a proxy
-applies, or when ``HTTPAdapter.send`` was replaced by a mocking or instrumentation library
-at the time the transport was built).
+applies).
 
 The body is read inside the exchange, each read waiting only for the time left; the
 status line and headers are read inside urllib3, where no single read can be bounded that
@@ -13,12 +12,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
 from ..cancel import CancelScope
-from .base import READ_SIZE, remaining
+from .base import READ_SIZE, Waiting, remaining
 from .failures import check_framing
 from .sessions import Prepared
 
@@ -78,7 +77,7 @@ class RequestsReply:
         self._stop()
         self._raw.release_conn()
 
-    def abort(self) -> None:
+    def abort(self, whole: bool = False) -> None:
         self._stop()
         self._raw.close()
         self._raw.release_conn()
@@ -89,8 +88,7 @@ class RequestsReply:
 
 
 class RequestsRoute:
-    """Requests through ``target.send``: a host's ``Session`` or the library's adapter
-    (looked up on each call, so a mock that is later stopped is no longer used)."""
+    """Requests through ``target.send``: a host's ``Session`` or the library's adapter."""
 
     name = "requests"
 
@@ -98,7 +96,9 @@ class RequestsRoute:
         self._target = target
         self._prepared = prepared
 
-    def open(self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: list[Callable[[], None]], stream: bool) -> RequestsReply:
+    def open(
+        self, payload: bytes, deadline: float | None, scope: CancelScope, waiting: Waiting, stream: bool
+    ) -> RequestsReply:
         request = self._prepared.template.copy()
         request.body = payload
         request.headers["Content-Length"] = str(len(payload))
