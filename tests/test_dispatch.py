@@ -116,7 +116,7 @@ def test_a_wake_while_the_broker_is_down_commits_and_the_sweep_sends_it_later(st
         assert outbox.sent == [] and rt.inspect(helper).state == "running"
         assert "not sent" in caplog.text
         outbox.down = False
-        rt._scheduler.dispatching.resend_stale()  # what the heartbeat does every third of a lease
+        rt._scheduler.on_beat()  # what the heartbeat does every third of a lease
         assert outbox.sent == [("default", helper.id, 1, 0)]
 
 

@@ -375,8 +375,10 @@ class StoredTree:
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return Ownership(self, owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat)
 
-    def dispatching(self, dispatcher: Dispatcher, tree: HandleTree, owner: str) -> Dispatching:
-        return Dispatching(dispatcher, self, tree, owner)
+    def dispatching(
+        self, dispatcher: Dispatcher, tree: HandleTree, owner: str, clock: Callable[[], float]
+    ) -> Dispatching:
+        return Dispatching(dispatcher, self, tree, owner, clock)
 
     def let_go(self, join_timeout: float) -> None:
         self.stream_events.stop(join_timeout)

@@ -31,12 +31,12 @@ from .._run import tracing
 from .._model.cancel import TurnGate
 from .._tools.resources import close_resources
 from .agentdef import AgentDef, call_lifecycle, normalize_registry
-from .assembly import check_options, make_executor, open_tree_store, weakly
+from .assembly import check_options, execution_for, make_executor, open_tree_store, weakly
 from .closing import Closer
 from ..data import AgentResult, Answer, Budget, HandleView, Request
 from ..dispatch import Dispatcher
 from .._model.engine import ConnectionOptions, build_engine
-from ..errors import ConfigError, HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError, UnknownHandle
+from ..errors import HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError
 from .handle import SUSPENDED, Handle, HandleRecord
 from ..hooks import HooksLike
 from .._run.runspec import Engine
@@ -131,9 +131,10 @@ class Runtime:
         times = seconds.renamed("Runtime", renamed_options, given)
         self._registry = normalize_registry(registry)
         lease_s, self._shutdown_s = check_options(
-            state=state, store=store, dispatcher=dispatcher, recover=recover, lease=times["lease"], shutdown_timeout=times["shutdown_timeout"],
+            state=state, store=store, recover=recover, lease=times["lease"], shutdown_timeout=times["shutdown_timeout"],
             keep_closed=keep_closed, pool=pool, max_workers=max_workers,
         )
+        make_execution = execution_for(dispatcher, state)
         price_table = check_priced(self._registry, model, pricing.table(prices))  # before anything is built
         self._owner = os.urandom(16).hex()  # this runtime object, as the owner of the turns it runs
         self._inline = inline
@@ -151,21 +152,20 @@ class Runtime:
         self._tree = HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
-        if dispatcher is not None:
-            # A delegation runs on the turn's own (worker) thread, so the children it woke run
-            # on other workers while it waits; the turn's other tool calls run on the pool.
-            engine = attrs.evolve(engine, here_sources=frozenset({"agent"}))
-        self._delegation = Delegation(weakref.proxy(self), self._tree, weakly(self._dispatch))
+        self._execution = execution = make_execution(self._executor, self._tree, self._owner, self._clock)
+        engine = attrs.evolve(engine, here_sources=execution.here_sources)
+        self._delegation = Delegation(weakref.proxy(self), self._tree, execution.submit)
         gate = TurnGate(max_concurrent_turns) if max_concurrent_turns else None
         trace = tracing.Tracer(content=trace_content, provider=None if generate is not None else style)
         self._turns = self._turn_runner(engine, model=model, hooks=hooks, on_metric=on_metric, gate=gate, around_tool=around_tool, trace=trace, prices=price_table)
-        # With a dispatcher, turns are queued in the state and run by whichever runtime claims them.
-        dispatching = tree_store.dispatching(dispatcher, self._tree, self._owner) if dispatcher is not None else None
         self._scheduler = Scheduler(
-            tree=self._tree, turns=self._turns, executor=self._executor, dispatching=dispatching, owner=self._owner, clock=self._clock,
+            tree=self._tree, turns=self._turns, execution=execution, owner=self._owner, clock=self._clock,
             after_run=self._delegation.hand_over, before_settle=self._delegation.retire,
         )
-        self._waiter = Waiter(tree=self._tree, turns=self._turns, dispatching=dispatching, clock=self._clock, run_turn=self._scheduler.run, interrupt=weakly(self.interrupt), inline=inline)
+        self._waiter = Waiter(
+            tree=self._tree, turns=self._turns, execution=execution, run_turn=self._scheduler.run,
+            interrupt=weakly(self.interrupt), inline=inline,
+        )
         self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
         self._streams = Streams(weakref.proxy(self), tree_store.stream_events, self._waiter, inline=inline)
         self._ownership = tree_store.ownership(self._owner, lease_s=lease_s, recover=recover, take_over=self._scheduler.take_over, on_beat=self._scheduler.on_beat)
@@ -193,9 +193,6 @@ class Runtime:
     def _atomic(self, *handles: Handle) -> ContextManager[Any]:
         """One unit of work around a change to ``handles`` (their locks held)."""
         return self._tree.store.change(*handles, dirty=False)
-
-    def _dispatch(self, *jobs: _jobs.Job) -> None:
-        self._scheduler.dispatch(*jobs)
 
     def release(self) -> None:
         """Let go of a stored tree: end this runtime's threads, leave the stored tree as it
@@ -316,8 +313,8 @@ class Runtime:
             with child.lock:
                 job = self._scheduler.admit(parent, child, prompt, trace)
         call_lifecycle(definition.on_spawn, child)
-        if job is not None and self._scheduler.dispatching is not None:
-            self._dispatch(job)
+        if job is not None:
+            self._execution.offer(job)
         return child
 
     def _spawnable(self, owner: Handle, name: str) -> AgentDef:
@@ -380,7 +377,7 @@ class Runtime:
         """
         job = self._scheduler.wake(self._tree.get(h), prompt)
         if job is not None:
-            self._dispatch(job)
+            self._execution.submit(job)
 
     def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         """Run the queued turn a dispatcher's message names, here and now (a worker's side).
@@ -388,22 +385,7 @@ class Runtime:
         Returns false, doing nothing, when the turn is not queued any more: claimed by
         another runtime, finished, interrupted, or the message was for another tree.
         """
-        if self._scheduler.dispatching is None:
-            raise ConfigError("run_dispatched needs a Runtime built with state= and dispatcher=")
-        if runtime_id != self._tree.store.runtime_id:
-            log.warning("a turn message for tree %r reached the runtime of tree %r; ignored", runtime_id, self._tree.store.runtime_id)
-            return False
-        try:
-            handle = self._tree.get(handle_id)
-        except UnknownHandle:
-            return False
-        with handle.lock:
-            handle.sync()
-            job = self._scheduler.claim(handle, serial, segment)
-        if job is None:
-            return False
-        job.run()
-        return True
+        return self._execution.run_sent(runtime_id, handle_id, serial, segment, self._scheduler.run)
 
     def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult:
         """The next result of a busy handle, or the last one of a settled handle.
@@ -449,7 +431,7 @@ class Runtime:
             HandleClosed: the handle is closed or closing.
         """
         job = self._scheduler.retry(self._tree.get(h))
-        self._dispatch(job)
+        self._execution.submit(job)
 
     def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult:
         """Spawn ``name`` under the root, run one turn on ``prompt``, close it.
@@ -532,7 +514,7 @@ class Runtime:
         self._resume_chain(answer, top=None)
 
     def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
-        self._dispatch(*self._scheduler.resume(answer, top))
+        self._execution.submit(*self._scheduler.resume(answer, top))
 
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from . import jobs as _jobs
 from ..data import AgentResult
-from ..dispatch import Dispatching
+from .execution import Execution
 from .handle import CLOSED, Handle, Turn, closed_result
 from .._tools.output import typed_result
 from .tree import HandleTree
@@ -35,16 +35,14 @@ class Waiter:
         *,
         tree: HandleTree,
         turns: TurnRunner,
-        dispatching: Dispatching | None,
-        clock: Callable[[], float],
+        execution: Execution,
         run_turn: Callable[[Handle, Turn], None],
         interrupt: Callable[[Handle], None],
         inline: bool,
     ) -> None:
         self._tree = tree
         self._turns = turns
-        self._dispatching = dispatching
-        self._clock = clock
+        self._execution = execution
         self._run_turn = run_turn
         self._interrupt = interrupt
         self._inline = inline
@@ -68,6 +66,7 @@ class Waiter:
                 return record.result
             since, lost = record.settled, handle.lost_count
         looked = -_LOOK_AGAIN_S  # when this thread last found no queued sibling to run
+        helping = run_here and self._execution.shared  # this thread takes turns queued for any process
         while True:
             with handle.lock:
                 _sync(handle)
@@ -78,15 +77,14 @@ class Waiter:
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and runnable(handle) else None  # type: ignore[union-attr]
-                helper = self._dispatching if run_here else None  # with a dispatcher, this thread runs queued turns
-                if job is None and helper is not None:
-                    job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
+                if job is None and run_here:
+                    job = self._execution.claim(handle, self._run_turn)  # queued, nobody started it: run it here
                 behind = job is None and run_here and self._inline and record.queued
             owner = handle
             if behind:
                 owner, job = self._slot_holder(handle)
-            if job is None and helper is not None and time.monotonic() - looked >= _LOOK_AGAIN_S:
-                job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
+            if job is None and helping and time.monotonic() - looked >= _LOOK_AGAIN_S:
+                job = self._execution.queued_sibling(handle, self._run_turn)  # meanwhile, run a queued sibling
                 looked = time.monotonic() if job is None else -_LOOK_AGAIN_S  # none queued: look again later
             if job is None:
                 with handle.lock:
@@ -97,7 +95,7 @@ class Waiter:
                         turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
                     # A helper with queued turns looks around again soon: not "here".
-                    self._tree.store.wait(handle, remaining, here=helper is None and handle.turn is not None)
+                    self._tree.store.wait(handle, remaining, here=not helping and handle.turn is not None)
                 continue
             if deadline is None or not stop_at_deadline:
                 job.run()
