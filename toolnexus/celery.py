@@ -25,6 +25,7 @@ from typing import Any, Callable
 from celery import Celery, signals  # type: ignore[import-untyped]
 
 from . import _seconds as seconds
+from .dispatch import run_turn
 from .errors import ConfigError, DispatchError
 from ._team.runtime import Runtime
 
@@ -88,7 +89,7 @@ class CeleryDispatcher:
     def run_turn(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         """The task's body: claim the named turn and run it in this thread; false when the
         turn was not queued any more (a duplicated or late message)."""
-        ran = self.worker_runtime().run_dispatched(runtime_id, handle_id, serial, segment)
+        ran = run_turn(self.worker_runtime(), runtime_id, handle_id, serial, segment)
         if not ran:
             log.debug("turn %s #%d.%d is not queued any more; message ignored", handle_id, serial, segment)
         return ran

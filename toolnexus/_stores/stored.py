@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
 
-from ..dispatch import Dispatcher, Dispatching
+from .._team.dispatching import Dispatcher, Dispatching
 from .._run import journal
 from . import storedruns
 from ..data import HandleView, Request

@@ -19,7 +19,7 @@ from .._stores.conversations import ConversationStore
 from .tree import HandleTree, MemoryTree, TreeStore
 
 if TYPE_CHECKING:
-    from ..dispatch import Dispatcher
+    from .dispatching import Dispatcher
     from ..state import StateStore
 
 #: ``make(executor, tree, owner, clock)``: the runtime's execution, once its tree is open.

@@ -13,6 +13,7 @@ from .agentdef import AgentDef
 from ..data import AgentResult, Answer, Budget, Request
 from ..hooks import HooksLike
 from .pool import DEFAULT_WORKERS, WorkerPool
+from .port import port_of
 from .._tools.tools import Tool
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Agent:
         (seconds) is ``Runtime.run_agent``'s. The runtime borrows the agent's kept worker
         threads and model connections: ``close()`` ends them."""
         rt = self.runtime(**self._kept.lend_pool(runtime_options))
-        self._kept.keep(rt.keep_connections())
+        self._kept.keep(port_of(rt).keep_connections())
         result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
             rt.close(rt.root)
@@ -83,7 +84,8 @@ class Agent:
         ``run``'s does (kept open for ``resume`` on a pending result, else closed);
         closing the stream early interrupts the run and closes the runtime."""
         rt = self.runtime(**self._kept.lend_pool(runtime_options))
-        self._kept.keep(rt.keep_connections())
+        port = port_of(rt)
+        self._kept.keep(port.keep_connections())
 
         def finished(result: Any) -> Any:
             if result is None or result.status != "pending":
@@ -91,7 +93,7 @@ class Agent:
             return attrs.evolve(result, runtime=rt) if result is not None else None
 
         try:
-            return rt._streams.run_agent(self.name, prompt, timeout, finished)
+            return port.stream_agent(self.name, prompt, timeout, finished)
         except BaseException:
             rt.close(rt.root)
             raise

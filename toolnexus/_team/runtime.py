@@ -13,13 +13,13 @@ its child, never the reverse.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
-import attrs
 
 from . import jobs as _jobs
 from . import budget as budgets
@@ -30,19 +30,21 @@ from .._stores import storedruns
 from .._run import tracing
 from .._model.cancel import TurnGate
 from .._tools.resources import close_resources
-from .agentdef import AgentDef, call_lifecycle, normalize_registry
+from .agentdef import AgentDef, normalize_registry
 from .assembly import check_options, execution_for, make_executor, open_tree_store, weakly
 from .closing import Closer
 from ..data import AgentResult, Answer, Budget, HandleView, Request
-from ..dispatch import Dispatcher
-from .._model.engine import ConnectionOptions, build_engine
-from ..errors import HandleClosed, InboxFull, SpawnError, StateError, ToolnexusError
+from .dispatching import Dispatcher
+from .._model.engine import ConnectionOptions, ModelEngine, build_engine
+from ..errors import HandleClosed, InboxFull, StateError, ToolnexusError
 from .handle import SUSPENDED, Handle, HandleRecord
 from ..hooks import HooksLike
 from .._run.runspec import Engine
 from .pool import WorkerPool
+from .port import RuntimePort
 from .record import InboxItem
 from .scheduler import Scheduler
+from .spawning import Spawner
 from .._stores.conversations import ConversationStore
 from .._events.streams import RunStream, Streams
 from .task import Delegation, agent_tool
@@ -127,8 +129,8 @@ class Runtime:
         prices: Mapping[str, Any] | None = None,
         **renamed_options: Any,
     ) -> None:
-        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after, "shutdown_timeout": shutdown_timeout, "lease": lease}
-        times = seconds.renamed("Runtime", renamed_options, given)
+        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after, "lease": lease}
+        times = seconds.renamed("Runtime", renamed_options, {**given, "shutdown_timeout": shutdown_timeout})
         self._registry = normalize_registry(registry)
         lease_s, self._shutdown_s = check_options(
             state=state, store=store, recover=recover, lease=times["lease"], shutdown_timeout=times["shutdown_timeout"],
@@ -141,23 +143,18 @@ class Runtime:
         self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
         executor = self._executor
         # The engine first: bad connection options fail before the state is touched.
-        engine = Engine(model=build_engine(ConnectionOptions.among({**locals(), **times}), pool_size=workers), executor=lambda: executor)
-        try:
-            tree_store = open_tree_store(state, runtime_id, store)
-            fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=os.urandom(16).hex())
-            self.root = tree_store.open_root(fresh, set(self._registry), lambda record: Handle(record, None, tree_store))
-        except BaseException:
-            engine.model.close()
-            raise
-        self._tree = HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
+        model_engine = build_engine(ConnectionOptions.among({**locals(), **times}), pool_size=workers)
+        self._tree = self._open_tree(model_engine, state, runtime_id, store, keep_closed)
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._execution = execution = make_execution(self._executor, self._tree, self._owner, self._clock)
-        engine = attrs.evolve(engine, here_sources=execution.here_sources)
-        self._delegation = Delegation(weakref.proxy(self), self._tree, execution.submit)
-        gate = TurnGate(max_concurrent_turns) if max_concurrent_turns else None
-        trace = tracing.Tracer(content=trace_content, provider=None if generate is not None else style)
-        self._turns = self._turn_runner(engine, model=model, hooks=hooks, on_metric=on_metric, gate=gate, around_tool=around_tool, trace=trace, prices=price_table)
+        engine = Engine(model=model_engine, executor=lambda: executor, here_sources=execution.here_sources)
+        self._delegation = Delegation(self._tree, execution.submit)  # its team: the port, below
+        self._turns = self._turn_runner(
+            engine, model=model, hooks=hooks, on_metric=on_metric, around_tool=around_tool, prices=price_table,
+            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
+            trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
+        )
         self._scheduler = Scheduler(
             tree=self._tree, turns=self._turns, execution=execution, owner=self._owner, clock=self._clock,
             after_run=self._delegation.hand_over, before_settle=self._delegation.retire,
@@ -167,9 +164,39 @@ class Runtime:
             interrupt=weakly(self.interrupt), inline=inline,
         )
         self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
-        self._streams = Streams(weakref.proxy(self), tree_store.stream_events, self._waiter, inline=inline)
-        self._ownership = tree_store.ownership(self._owner, lease_s=lease_s, recover=recover, take_over=self._scheduler.take_over, on_beat=self._scheduler.on_beat)
+        self._streams = Streams(weakref.proxy(self), self._tree.store.stream_events, self._waiter, inline=inline)
+        self._spawner = Spawner(self._registry, self._tree, self._turns, self._scheduler.admit, execution)
+        self._port = self._open_port()
+        recovery = {"take_over": self._scheduler.take_over, "on_beat": self._scheduler.on_beat}
+        self._ownership = self._tree.store.ownership(self._owner, lease_s=lease_s, recover=recover, **recovery)
         self._ownership.start()
+
+    def _open_tree(
+        self, model: ModelEngine, state: Any, runtime_id: str, store: ConversationStore | None, keep_closed: int
+    ) -> HandleTree:
+        """The tree, in memory or in the state, with its root (``self.root``); a failure to
+        open it closes the model's connections."""
+        try:
+            tree_store = open_tree_store(state, runtime_id, store)
+            nonce = os.urandom(16).hex()
+            fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=nonce)
+            self.root = tree_store.open_root(
+                fresh, set(self._registry), lambda record: Handle(record, None, tree_store)
+            )
+        except BaseException:
+            model.close()
+            raise
+        return HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
+
+    def _open_port(self) -> RuntimePort:
+        """The private port, over the parts just built; delegation calls back through it."""
+        port = RuntimePort(
+            weakref.proxy(self), spawner=self._spawner, scheduler=self._scheduler, waiter=self._waiter,
+            closer=self._closer, execution=self._execution, streams=self._streams, model=self._turns.engine.model,
+            close_by=functools.partial(_deadline, self._clock, self._shutdown_s),
+        )
+        self._delegation.team = weakref.proxy(port)  # its parts hold the delegation: no cycle back
+        return port
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -182,7 +209,11 @@ class Runtime:
 
     def _turn_runner(self, engine: Engine, **options: Any) -> TurnRunner:
         store = self._tree.store
-        return TurnRunner(engine=engine, store=store.conversations, clock=self._clock, lineage=self._tree.lineage, task_tool=self._delegation.task_tool, nonce=self.root.record.nonce, tree_store=store, owner=self._owner, **options)
+        return TurnRunner(
+            engine=engine, store=store.conversations, clock=self._clock, lineage=self._tree.lineage,
+            task_tool=self._delegation.task_tool, nonce=self.root.record.nonce, tree_store=store, owner=self._owner,
+            **options,
+        )
 
     # --- the tree and its owner -----------------------------------------------------------
 
@@ -228,10 +259,7 @@ class Runtime:
         return self._inline
 
     def definition(self, name: str) -> AgentDef:
-        try:
-            return self._registry[name]
-        except KeyError:
-            raise SpawnError(f"unknown agent: {name!r}") from None
+        return self._spawner.definition(name)
 
     def inspect(self, h: Handle | str) -> HandleView:
         handle = self._tree.get(h)
@@ -274,11 +302,6 @@ class Runtime:
         """Every request waiting for an ``resume``, once each (as the asking handle has it)."""
         return self._tree.store.open_requests()
 
-    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
-        """A hold on the model endpoint's pooled connections that outlives ``close``:
-        ``(endpoint, release)``, or None when there is nothing to keep."""
-        return self._turns.engine.model.keep_connections()
-
     def metrics(self) -> str:
         """Prometheus text for every agent's model and tool calls."""
         return self._turns.metrics.render()
@@ -292,53 +315,7 @@ class Runtime:
             SpawnError: unknown agent, a closed parent, ``maxChildren``, ``maxDepth``, or
                 an exhausted budget on the parent's chain; the message names which.
         """
-        owner = self._tree.get(parent)
-        definition = self._spawnable(owner, name)
-        with owner.lock, self._atomic(owner):
-            child = self._add_child(owner, definition, budget)
-        call_lifecycle(definition.on_spawn, child)
-        return child
-
-    def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
-        """A ``task`` call's child: spawned, named in ``parent``'s index for turn ``serial``
-        and woken on ``prompt``, in one unit of work (a process killed at any point leaves
-        all of it or none). Its turn waits for the task call to run it (or, with a
-        dispatcher, for whichever worker claims it first)."""
-        definition = self._spawnable(parent, agent)
-        trace = tracing.capture()  # the child's turn nests in the task call's span
-        with parent.lock, self._atomic(parent):
-            child = self._add_child(parent, definition, None)
-            self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt})
-            parent.remember_task((agent, prompt), serial, child.id, call_id)
-            with child.lock:
-                job = self._scheduler.admit(parent, child, prompt, trace)
-        call_lifecycle(definition.on_spawn, child)
-        if job is not None:
-            self._execution.offer(job)
-        return child
-
-    def _spawnable(self, owner: Handle, name: str) -> AgentDef:
-        definition = self.definition(name)
-        spent = self._turns.chain_limit(owner)
-        if spent is not None:
-            raise SpawnError(budgets.exhausted(spent, owner.id))
-        return definition
-
-    def _add_child(self, owner: Handle, definition: AgentDef, budget: Budget | None) -> Handle:
-        """The new child (``owner``'s lock held, in its unit of work)."""
-        record = owner.record
-        refused = budgets.spawn_refusal(record.budget, parent_id=record.id, accepting=owner.accepting, children=len(record.children), depth=record.depth)
-        if refused is not None:
-            raise SpawnError(refused)
-        carved = budgets.carve(budgets.merge(definition.budget, budget), record.budget, record.tokens, record.pool_tool_calls, record.cost or 0.0)
-        check_priced(self._registry, self._turns.model, self._turns.prices, definition.name, carved)
-        child_id = f"{record.id}/{definition.name}.{owner.next_child_number()}"
-        child = Handle(HandleRecord(id=child_id, name=definition.name, parent=record.id, depth=record.depth + 1, budget=carved), definition, self._tree.store)
-        with child.lock, self._tree.store.change(child):  # the new row
-            owner.add_child(child_id)
-        self._tree.add(child)
-        self._tree.event("spawn", child.id, parent=owner.id, agent=definition.name)
-        return child
+        return self._spawner.spawn(self._tree.get(parent), name, budget)
 
     def post(self, h: Handle | str, text: str, *, sender: str = "external", channel: str = "external") -> None:
         """Leave ``text`` in the handle's inbox for its next turn; no state change.
@@ -379,14 +356,6 @@ class Runtime:
         if job is not None:
             self._execution.submit(job)
 
-    def run_dispatched(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
-        """Run the queued turn a dispatcher's message names, here and now (a worker's side).
-
-        Returns false, doing nothing, when the turn is not queued any more: claimed by
-        another runtime, finished, interrupted, or the message was for another tree.
-        """
-        return self._execution.run_sent(runtime_id, handle_id, serial, segment, self._scheduler.run)
-
     def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult:
         """The next result of a busy handle, or the last one of a settled handle.
 
@@ -402,16 +371,6 @@ class Runtime:
         if handle is self.root:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
         return self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
-
-    def settled(self, handle: Handle) -> AgentResult:
-        """Wait for a handle to settle, running its turn here if no worker has it."""
-        return self._waiter.next_result(handle, None, run_here=True)
-
-    def resume_below(self, answer: Answer, child: Handle) -> None:
-        self._resume_chain(answer, top=child)
-
-    def close_child(self, child: Handle, *, force: bool) -> None:
-        self._closer.close_tree(child, "task settled", self._clock() + self._shutdown_s, force=force)
 
     def agent_tool(self, name: str) -> Tool:
         """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
@@ -446,7 +405,7 @@ class Runtime:
         handle = self.spawn(self.root, name)
         if timeout is None:
             self._scheduler.wake(handle, prompt)  # run on this thread by the wait below: no hand-off
-            result = self.settled(handle)
+            result = self._port.settled(handle)
         else:
             self.wake(handle, prompt)  # on a worker, so that time can run out on it
             result = self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
@@ -511,10 +470,7 @@ class Runtime:
         Raises:
             UnknownRequest: no handle is suspended on a request with ``answer.id``.
         """
-        self._resume_chain(answer, top=None)
-
-    def _resume_chain(self, answer: Answer, top: Handle | None) -> None:
-        self._execution.submit(*self._scheduler.resume(answer, top))
+        self._execution.submit(*self._scheduler.resume(answer, None))
 
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
@@ -533,6 +489,10 @@ class Runtime:
     def _stop_workers(self, deadline: float) -> None:
         shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
         close_resources(tool for definition in self._registry.values() for tool in definition.tools)
+
+def _deadline(clock: Callable[[], float], seconds: float) -> float:
+    return clock() + seconds
+
 
 #: A context that does nothing: no parent lock at the root (reentrant, so one serves every use).
 _NOTHING: ContextManager[Any] = contextlib.nullcontext()

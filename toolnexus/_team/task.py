@@ -4,7 +4,8 @@ A ``task`` call is spawn, wake, wait and close fused, with the parent's reattach
 index keyed by ``(agent, prompt)`` within the turn that made the child: a repeated or
 replayed call reattaches to that child (settled ⇒ its result; suspended ⇒ its request;
 running ⇒ wait for it), except that a child which ended in failure is retried with a
-fresh one. Written against ``Team``, the few runtime calls it needs.
+fresh one. Written against ``Team``, the few runtime calls it needs (the runtime's
+private port, ``port.RuntimePort``); ``agent_tool`` uses public verbs only.
 """
 
 from __future__ import annotations
@@ -28,19 +29,12 @@ log = logging.getLogger("toolnexus")
 
 
 class Team(Protocol):
-    """The runtime calls delegation makes (``Runtime`` has them)."""
+    """The runtime calls delegation makes: a ``task`` call's child is made, waited for,
+    resumed and closed through them (``port.RuntimePort`` has them)."""
 
     def definition(self, name: str) -> AgentDef: ...
 
     def inspect(self, h: Handle | str) -> HandleView: ...
-
-    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult: ...
-
-    def resume(self, answer: Answer) -> None: ...
-
-    def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult: ...
-
-    def close(self, h: Handle | str, force: bool = False) -> None: ...
 
     def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
         """Spawn ``agent`` under ``parent``, remember it in the index for turn ``serial``
@@ -57,6 +51,21 @@ class Team(Protocol):
 
     def retry(self, h: Handle | str) -> None:
         """Admit a handle's failed last turn again, from its journal."""
+
+
+class Verbs(Protocol):
+    """The public verbs ``agent_tool`` drives (``Runtime`` has them)."""
+
+    def definition(self, name: str) -> AgentDef: ...
+
+    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult: ...
+
+    def resume(self, answer: Answer) -> None: ...
+
+    def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult: ...
+
+    def close(self, h: Handle | str, force: bool = False) -> None: ...
+
 
 TASK_DESCRIPTION = "Delegate a subtask to an isolated subagent."
 
@@ -86,10 +95,13 @@ def task_description(team: dict[str, str]) -> str:
 class Delegation:
     """The mechanics behind every ``task`` call of one runtime's tree."""
 
-    def __init__(self, team: Team, tree: HandleTree, dispatch: Callable[..., None]) -> None:
-        self._team = team
+    #: The runtime calls it makes, set once the runtime's port is built: the port is made
+    #: of the parts (turns, scheduler) that are built with this delegation's hooks.
+    team: Team
+
+    def __init__(self, tree: HandleTree, submit: Callable[..., None]) -> None:
         self._tree = tree
-        self._dispatch = dispatch
+        self._submit = submit
 
     def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
@@ -107,13 +119,13 @@ class Delegation:
                 child = None
             if child is None:
                 try:
-                    return self._team.spawn_woken(parent, agent, prompt, serial, call_id)
+                    return self.team.spawn_woken(parent, agent, prompt, serial, call_id)
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
-        self._tree.event("reattach", child.id, parent=parent.id, state=self._team.inspect(child).state)
+        self._tree.event("reattach", child.id, parent=parent.id, state=self.team.inspect(child).state)
         self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt}, now=True)
         if _retryable(child):
-            self._team.retry(child)  # the parent's turn is tried again: so is the child's
+            self.team.retry(child)  # the parent's turn is tried again: so is the child's
         return child
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
@@ -129,7 +141,7 @@ class Delegation:
             output = result_as_tool_output(agent, result)
             return attrs.evolve(output, metadata={**(output.metadata or {}), RETRY_LATER: True})
         if result.status != "pending":
-            self._team.close_child(child, force=False)
+            self.team.close_child(child, force=False)
         return result_as_tool_output(agent, result)
 
     def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
@@ -139,8 +151,8 @@ class Delegation:
             if record.state == SUSPENDED and not answer_fits:
                 return record.result  # type: ignore[return-value]
         if answer_fits:
-            self._team.resume_below(ctx.answer, child)  # type: ignore[arg-type]
-        return self._team.settled(child)
+            self.team.resume_below(ctx.answer, child)  # type: ignore[arg-type]
+        return self.team.settled(child)
 
     def children(self, handle: Handle, serial: int) -> list[Handle]:
         """The task children the turn ``serial`` of ``handle`` made."""
@@ -161,7 +173,7 @@ class Delegation:
             with child.lock:
                 job = child.turn.job if runnable(child) else None  # type: ignore[union-attr]
             if job is not None:
-                self._dispatch(job)
+                self._submit(job)
 
     def retire(self, handle: Handle, serial: int, failed: bool) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
@@ -171,11 +183,11 @@ class Delegation:
             with child.lock:
                 waiting = child.record.state == SUSPENDED or (not failed and child.record.failed is not None and child.accepting)
             if waiting:
-                self._team.close_child(child, force=True)
+                self.team.close_child(child, force=True)
 
     def task_tool(self, parent: Handle, serial: int) -> Tool:
         """The ``task`` tool for one turn (``serial``) of ``parent``."""
-        return task_tool(self, self._team, parent, serial)
+        return task_tool(self, self.team, parent, serial)
 
 
 def _does(team: Team, name: str) -> str | None:
@@ -229,7 +241,7 @@ def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
     return ToolResult(output=text, is_error=result.is_error, metadata=metadata)
 
 
-def agent_tool(rt: Team, name: str) -> Tool:
+def agent_tool(rt: Verbs, name: str) -> Tool:
     """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close.
 
     A run that ends pending suspends the calling tool with the agent's request; the retry
