@@ -50,9 +50,8 @@ def stream(rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, he
             negative, more than 18 digits), or ``h`` is not a handle: checked at once,
             before the first frame, so a view can answer 400 or 404.
     """
-    parse_after(last_event_id)
-    # The runtime's streams, as ``Agent.stream`` reaches them: a watch that also ends at rest.
-    watched = rt._streams.watch(rt._tree.get(h), last_event_id or None, None, rests=True)
+    parse_after(last_event_id)  # an empty id too is refused, before the first frame
+    watched = rt.stream(h, after=last_event_id or None, end_at_rest=True)
     return _frames(watched, heartbeat_s)
 
 

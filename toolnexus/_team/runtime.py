@@ -417,10 +417,34 @@ class Runtime:
             self.close(handle)
         return result
 
-    def stream(self, h: Handle | str, *, after: str | None = None, timeout: float | None = None) -> RunStream:
-        """The events of ``h``'s subtree after event id ``after`` (or from the start of its
-        current turn, or its next one) until ``h``'s result: see ``streams.Streams.watch``."""
-        return self._streams.watch(self._tree.get(h), after, timeout)
+    def stream(
+        self, h: Handle | str, *, after: str | None = None, timeout: float | None = None, end_at_rest: bool = False
+    ) -> RunStream:
+        """Watch ``h`` and its subtree: their events after ``after`` until ``h``'s first
+        result after that point, whether it is kept already or still to come. While it
+        watches, the model calls of the subtree stream their text; closing the stream only
+        stops watching.
+
+        Args:
+            h: the handle to watch, or its id.
+            after: an event id (from any process of a stored tree); ``None`` starts at the
+                beginning of ``h``'s current turn, or of its next one when it is idle.
+            timeout: seconds; when they are up the stream ends with a ``result`` of status
+                ``timeout`` (the run goes on).
+            end_at_rest: end also as soon as ``h`` rests (suspended on a request, settled
+                with no turn to come, or closed) and every event after ``after`` has come,
+                instead of waiting for a next turn; without ``after``, a settled handle then
+                replays its last turn. A served stream that must never hold a thread while a
+                person decides uses it (``toolnexus.sse`` does).
+
+        Returns:
+            A ``RunStream`` of ``Event``, whose ``result`` is ``h``'s result once it ends.
+
+        Raises:
+            ToolnexusError: ``after`` is not an event id a store can hold.
+            UnknownHandle: ``h`` is not a handle of this tree.
+        """
+        return self._streams.watch(self._tree.get(h), after, timeout, rests=end_at_rest)
 
     def stream_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> RunStream:
         """``run_agent`` as a stream: see ``streams.Streams.run_agent``."""
