@@ -374,8 +374,7 @@ class Runtime:
 
     def agent_tool(self, name: str) -> Tool:
         """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
-        self.definition(name)
-        return agent_tool(self, name)
+        return agent_tool(lambda: self, name, self.definition(name).does)
 
     def retry(self, h: Handle | str) -> None:
         """Try the handle's failed last turn again, from its journal: a turn that ended

@@ -56,8 +56,6 @@ class Team(Protocol):
 class Verbs(Protocol):
     """The public verbs ``agent_tool`` drives (``Runtime`` has them)."""
 
-    def definition(self, name: str) -> AgentDef: ...
-
     def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult: ...
 
     def resume(self, answer: Answer) -> None: ...
@@ -241,15 +239,17 @@ def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
     return ToolResult(output=text, is_error=result.is_error, metadata=metadata)
 
 
-def agent_tool(rt: Verbs, name: str) -> Tool:
-    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close.
+def agent_tool(runtime: Callable[[], Verbs], name: str, does: str, *, resource: Any = None) -> Tool:
+    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close, on the
+    runtime ``runtime()`` returns at each call (``Runtime.agent_tool``: itself;
+    ``Agent.as_tool``: its own, built again after its owner closed it).
 
     A run that ends pending suspends the calling tool with the agent's request; the retry
-    that carries the Answer resumes that same agent rather than starting a new one.
+    that carries the Answer resumes that same agent (on the runtime it ran on) rather than
+    starting a new one.
     """
-    definition = rt.definition(name)
     lock = threading.Lock()  # guards: parked
-    parked: dict[str, str] = {}  # request id -> the handle waiting on it
+    parked: dict[str, tuple[Verbs, str]] = {}  # request id -> the runtime and handle waiting on it
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         prompt = args.get("prompt")
@@ -258,19 +258,21 @@ def agent_tool(rt: Verbs, name: str) -> Tool:
         with lock:
             waiting = parked.pop(ctx.answer.id, None) if ctx.answer is not None else None
         if waiting is not None:
+            rt, handle_id = waiting
             rt.resume(ctx.answer)  # type: ignore[arg-type]
-            result = rt.wait(waiting)
+            result = rt.wait(handle_id)
             if result.status != "pending":
-                rt.close(waiting)
+                rt.close(handle_id)
         else:
+            rt = runtime()
             result = rt.run_agent(name, prompt)
         if result.status == "pending" and result.pending is not None:
             with lock:
-                parked[result.pending.id] = result.handle_id
+                parked[result.pending.id] = (rt, result.handle_id)
         return result_as_tool_output(name, result)
 
     schema = {"type": "object", "properties": {"prompt": {"type": "string", "description": "What to do"}}, "required": ["prompt"]}
-    return Tool(name, definition.does, schema, execute, source="agent")
+    return Tool(name, does, schema, execute, source="agent", resource=resource)
 
 
 _RETRIED_STATUSES = ("error", "interrupted", "timeout")
