@@ -8,7 +8,7 @@ call it, never asking which one they hold.
 
 - ``LocalExecution``: turns run on the runtime's pool, or inline (no pool) on the first
   thread that waits for them.
-- ``dispatch.Dispatching``: turns are committed as queued in the state and a dispatcher
+- ``dispatching.Dispatching``: turns are committed as queued in the state and a dispatcher
   sends one message each; any runtime of the tree claims and runs them, and a thread that
   waits here takes queued turns meanwhile.
 

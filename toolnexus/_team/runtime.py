@@ -5,7 +5,7 @@ a turn's life (admission, run, settle, slots, taking over an orphan) is ``schedu
 delegation (the ``task`` tool and its reattachment index) is ``task.py``; one turn's loop
 and ledger, ``turns.py``; the wait behind ``wait``, ``run_agent`` and ``task``,
 ``waiting.py``; where the tree lives (memory or a state), the ``TreeStore`` of
-``tree.py``; ending the runtime's threads, ``shutdown.py``. The lock order every verb
+``tree.py``; putting the runtime together and ending what it started, ``lifecycle.py``. The lock order every verb
 follows is set out once, in ``handle.py``. Blocking goes only upward: a parent waits on
 its child, never the reverse.
 """
@@ -25,13 +25,12 @@ from . import jobs as _jobs
 from . import budget as budgets
 from .._model import pricing
 from .. import _seconds as seconds
-from . import shutdown
 from .._stores import storedruns
 from .._run import tracing
 from .._model.cancel import TurnGate
-from .._tools.resources import close_resources
 from .agentdef import AgentDef, normalize_registry
-from .assembly import check_options, execution_for, make_executor, open_tree_store, weakly
+from . import lifecycle
+from .lifecycle import check_options, execution_for, make_executor, open_tree_store, weakly
 from .closing import Closer
 from ..data import AgentResult, Answer, Budget, HandleView, Request
 from .dispatching import Dispatcher
@@ -233,12 +232,12 @@ class Runtime:
             return
         if self._ownership.letting_go:
             return
-        shutdown.cancel_running(self._tree.all())
-        self._stop_workers(shutdown.threads_deadline(self._shutdown_s))
+        lifecycle.cancel_running(self._tree.all())
+        self._end(lifecycle.threads_deadline(self._shutdown_s))
         self._let_go()
 
     def _let_go(self) -> None:
-        shutdown.let_go(self._ownership, self._tree.store, self._shutdown_s)
+        lifecycle.let_go(self._ownership, self._tree.store, self._shutdown_s)
 
     def recover(self, h: Handle | str) -> bool:
         """Continue an orphaned turn here from its journal (for ``recover="leave"``).
@@ -502,16 +501,16 @@ class Runtime:
         ended, or after ``shutdown_timeout`` plus one second with a warning naming those left. On a
         ``pool=``, what ends is the work the runtime gave the pool; its threads stay."""
         handle = self._tree.get(h)
-        threads_by = shutdown.threads_deadline(self._shutdown_s)
+        threads_by = lifecycle.threads_deadline(self._shutdown_s)
         deadline = self._clock() + self._shutdown_s
         self._closer.close_tree(handle, "closed", deadline, force)
         if handle is self.root:
-            self._stop_workers(threads_by)
+            self._end(threads_by)
             self._let_go()
 
-    def _stop_workers(self, deadline: float) -> None:
-        shutdown.stop_workers(self._executor, self._turns.engine.model, deadline)
-        close_resources(tool for definition in self._registry.values() for tool in definition.tools)
+    def _end(self, deadline: float) -> None:
+        tools = (tool for definition in self._registry.values() for tool in definition.tools)
+        lifecycle.end(self._executor, self._turns.engine.model, tools, deadline)
 
 def _deadline(clock: Callable[[], float], seconds: float) -> float:
     return clock() + seconds
