@@ -39,7 +39,9 @@ def frame(event: Event) -> bytes:
     return f"id: {event.id}\nevent: {event.kind}\ndata: {to_json(event)}\n\n".encode()
 
 
-def stream(rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, heartbeat_s: float = 15) -> Iterator[bytes]:
+def stream(
+    rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, heartbeat_s: float = 15
+) -> Iterator[bytes]:
     """The events of ``h``'s subtree after ``last_event_id`` as SSE frames, until ``h``'s
     result or until ``h`` rests with nothing more to send (without ``last_event_id``, a
     finished run replays its last turn). Closing the iterator (the server does when the

@@ -63,7 +63,8 @@ class Metrics:
                 self._llm_seconds[(("model", model),)].observe(float(event.get("ms", 0)) / 1000)
             elif kind == "tool":
                 tool = str(event.get("tool", ""))
-                key = (("tool", tool), ("source", str(event.get("source", ""))), ("is_error", _bool(event.get("is_error"))))
+                source, is_error = str(event.get("source", "")), _bool(event.get("is_error"))
+                key = (("tool", tool), ("source", source), ("is_error", is_error))
                 self._tool_calls[key] += 1
                 self._tool_seconds[(("tool", tool),)].observe(float(event.get("ms", 0)) / 1000)
             elif kind == "run" and event.get("error"):
@@ -79,7 +80,9 @@ class Metrics:
                 _counter("toolnexus_tool_calls_total", "Tool calls by tool, source and error.", self._tool_calls),
                 _histogram("toolnexus_tool_duration_seconds", "Tool call duration.", self._tool_seconds),
                 _counter("toolnexus_run_errors_total", "Runs that ended in an error.", self._run_errors),
-                _counter("toolnexus_cost_usd_total", "US dollars spent on model calls, by agent and model.", self._cost),
+                _counter(
+                    "toolnexus_cost_usd_total", "US dollars spent on model calls, by agent and model.", self._cost
+                ),
             ]
         return "".join(parts)
 
@@ -118,7 +121,9 @@ def _histogram(name: str, help_text: str, series: dict[Labels, _Histogram]) -> s
     return "\n".join(lines) + "\n"
 
 
-def emitter(metrics: Metrics, on_metric: Callable[[dict[str, Any]], Any] | None, agent: str = "") -> Callable[[dict[str, Any]], None]:
+def emitter(
+    metrics: Metrics, on_metric: Callable[[dict[str, Any]], Any] | None, agent: str = ""
+) -> Callable[[dict[str, Any]], None]:
     """One callable that records an event (for ``agent``'s metrics) and hands it to the
     host's ``on_metric``."""
 

@@ -18,7 +18,9 @@ _SETTLE_POLL_S = 0.25
 class Closer:
     """Closes the handles of one runtime's tree (``interrupt`` is the runtime's verb)."""
 
-    def __init__(self, tree: HandleTree, interrupt: Callable[[Handle], None], clock: Callable[[], float], inline: bool) -> None:
+    def __init__(
+        self, tree: HandleTree, interrupt: Callable[[Handle], None], clock: Callable[[], float], inline: bool
+    ) -> None:
         self._tree = tree
         self._interrupt = interrupt
         self._clock = clock
@@ -32,7 +34,8 @@ class Closer:
                 self._closed(handle, reason)
         if children_ids is None:
             return
-        if not leaf and not self._close_busy(handle, [self._tree.get(child_id) for child_id in children_ids], reason, deadline, force):
+        children = [self._tree.get(child_id) for child_id in children_ids]
+        if not leaf and not self._close_busy(handle, children, reason, deadline, force):
             return  # another closer got there first
         if handle.definition is not None:
             call_lifecycle(handle.definition.on_close, handle, reason)
@@ -49,7 +52,8 @@ class Closer:
             self.close_tree(child, "parent closed", deadline, force)
         if not force:
             with handle.lock:
-                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
+                left = max(0.0, deadline - self._clock())
+                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=left)
         while True:
             with handle.lock:  # an idle handle has nothing to interrupt
                 handle.sync()

@@ -32,15 +32,21 @@ from typing import Any, Callable, ContextManager, Protocol
 import attrs
 
 from ..data import AgentResult, Answer, HandleView, Usage
-from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, Interruption, QueuedWake
-from .record import Resume, RunningTurn, Suspension, TaskEntry, Turn, closed_result, interrupted, stamp_path, view_of
+from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem
+from .record import Interruption, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, Turn, closed_result
+from .record import interrupted, stamp_path, view_of
 from ..wire import to_wire
 
-__all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
+__all__ = [
+    "CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn",
+    "closed_result", "interrupted",
+]
 
 ARROW = "\u2192"
 
-_ALLOWED = frozenset({(IDLE, RUNNING), (RUNNING, IDLE), (RUNNING, SUSPENDED), (SUSPENDED, RUNNING), (SUSPENDED, IDLE), (IDLE, CLOSED)})
+_ALLOWED = frozenset(
+    {(IDLE, RUNNING), (RUNNING, IDLE), (RUNNING, SUSPENDED), (SUSPENDED, RUNNING), (SUSPENDED, IDLE), (IDLE, CLOSED)}
+)
 
 
 class IllegalTransition(RuntimeError):
@@ -62,7 +68,9 @@ class RecordStore(Protocol):
 
     def forget_turn(self, handle_id: str, serial: int) -> None: ...
 
-    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None: ...
+    def emit(
+        self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False
+    ) -> None: ...
 
 
 class Handle:
@@ -152,7 +160,8 @@ class Handle:
     def _publish(self, result: AgentResult) -> None:
         self.record.result = result
         self.record.settled += 1
-        self.store.emit(self.record.id, "result", {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}, result)
+        data = {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}
+        self.store.emit(self.record.id, "result", data, result)
         self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
@@ -205,14 +214,8 @@ class Handle:
         running = record.running
         assert running is not None
         input, resume = self.store.turn_documents(record.id, record.turn_serial)
-        return Turn(
-            serial=record.turn_serial,
-            input=input,
-            before=running.before,
-            resume=resume,
-            segment=running.segment,
-            kept=True,
-        )
+        serial, before, segment = record.turn_serial, running.before, running.segment
+        return Turn(serial=serial, input=input, before=before, resume=resume, segment=segment, kept=True)
 
     def _own(self, turn: Turn, owner: str | None, *, queued_at: float | None = None) -> None:
         """``turn`` is the record's running turn; its input is kept beside the record once
@@ -363,7 +366,8 @@ class Handle:
             inbox, back = self.record.inbox, min(failed.returned, len(self.record.inbox))  # given back: taken again
             self.record.taken, self.record.inbox = self.record.taken + inbox[:back], inbox[back:]
             input, resume = self.store.turn_documents(self.record.id, failed.serial)
-            return Turn(serial=failed.serial, input=input, resume=resume, segment=failed.segment + 1, before=failed.before, kept=True)
+            serial, segment, before = failed.serial, failed.segment + 1, failed.before
+            return Turn(serial=serial, input=input, resume=resume, segment=segment, before=before, kept=True)
 
     def _forget_failed(self) -> None:
         failed = self.record.failed
@@ -456,7 +460,7 @@ class Handle:
                 kept=True,  # its input and journal are in the store since the turn began
             )
             if origin:
-                turn.resume = Resume(call=suspension.call, step=suspension.step, request=suspension.request, answer=answer)
+                turn.resume = Resume(suspension.call, suspension.step, suspension.request, answer)
                 self.store.keep_resume(record.id, record.turn_serial, turn.resume)
             record.suspension = None
             if via_idle:

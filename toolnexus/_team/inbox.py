@@ -25,7 +25,8 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
     def fenced(item: InboxItem) -> InboxItem:
         first, *rest = item.text.splitlines() or [""]
         text = first + "".join(f"\n   | {line}" for line in rest)
-        return InboxItem(sender=" ".join(item.sender.splitlines()), channel=" ".join(item.channel.splitlines()), text=text)
+        sender, channel = " ".join(item.sender.splitlines()), " ".join(item.channel.splitlines())
+        return InboxItem(sender=sender, channel=channel, text=text)
 
     merged = [(fenced(item), count) for item, count in _collapse_ticks(items)]
     inside = [(item, count) for item, count in merged if item.sender in trusted]

@@ -166,8 +166,10 @@ class Runtime:
         self._streams = Streams(weakref.proxy(self), self._tree.store.stream_events, self._waiter, inline=inline)
         self._spawner = Spawner(self._registry, self._tree, self._turns, self._scheduler.admit, execution)
         self._port = self._open_port()
-        recovery = {"take_over": self._scheduler.take_over, "on_beat": self._scheduler.on_beat}
-        self._ownership = self._tree.store.ownership(self._owner, lease_s=lease_s, recover=recover, **recovery)
+        take_over, on_beat = self._scheduler.take_over, self._scheduler.on_beat
+        self._ownership = self._tree.store.ownership(
+            self._owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat
+        )
         self._ownership.start()
 
     def _open_tree(
@@ -369,7 +371,8 @@ class Runtime:
         handle = self._tree.get(h)
         if handle is self.root:
             raise ToolnexusError("the root handle runs no agent; wait on one of its children")
-        return self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=self._inline)
+        run_here = self._inline or _jobs.inside_job()
+        return self._waiter.next_result(handle, timeout, run_here=run_here, stop_at_deadline=self._inline)
 
     def agent_tool(self, name: str) -> Tool:
         """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
@@ -406,7 +409,8 @@ class Runtime:
             result = self._port.settled(handle)
         else:
             self.wake(handle, prompt)  # on a worker, so that time can run out on it
-            result = self._waiter.next_result(handle, timeout, run_here=self._inline or _jobs.inside_job(), stop_at_deadline=True)
+            run_here = self._inline or _jobs.inside_job()
+            result = self._waiter.next_result(handle, timeout, run_here=run_here, stop_at_deadline=True)
             if result.status == "timeout":
                 self.interrupt(handle)  # time is up: the run does not go on in the background
         if result.status != "pending":

@@ -104,7 +104,9 @@ class Scheduler:
         with parent.lock, handle.lock, self._unit(parent, handle):
             return self.admit(parent, handle, prompt, trace)
 
-    def admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
+    def admit(
+        self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None
+    ) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held, in one unit)."""
         if not handle.accepting:
             raise HandleClosed(f"closed: {handle.id} cannot be woken")
@@ -200,7 +202,9 @@ class Scheduler:
         failed = result.status == "error"
         if not pending:
             self._before_settle(handle, turn.serial, failed)
-        saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
+        saving = _NO_TRANSCRIPT
+        if run is not None and not pending:
+            saving = self._tree.store.saving_transcript(handle.id, run.messages)
         # A final reply still to commit charges the chain: its locks too, root first.
         chain = turn.journal.deferred_chain() if turn.journal is not None else None
         held = list(reversed(chain)) if chain else [handle]

@@ -76,7 +76,11 @@ class Spawner:
         """The new child (``owner``'s lock held, in its unit of work)."""
         record = owner.record
         refused = budgets.spawn_refusal(
-            record.budget, parent_id=record.id, accepting=owner.accepting, children=len(record.children), depth=record.depth
+            record.budget,
+            parent_id=record.id,
+            accepting=owner.accepting,
+            children=len(record.children),
+            depth=record.depth,
         )
         if refused is not None:
             raise SpawnError(refused)

@@ -81,13 +81,17 @@ def task_schema(team: list[str]) -> dict[str, Any]:
     """``TASK_SCHEMA`` with the team listed as the ``agent`` property's ``enum``: small
     models pick a real teammate when the schema names them, and rarely otherwise."""
     agent = {**_AGENT_PROPERTY, "enum": sorted(team)}
-    return {"type": "object", "properties": {"agent": agent, "prompt": dict(_PROMPT_PROPERTY)}, "required": ["agent", "prompt"]}
+    properties = {"agent": agent, "prompt": dict(_PROMPT_PROPERTY)}
+    return {"type": "object", "properties": properties, "required": ["agent", "prompt"]}
 
 
 def task_description(team: dict[str, str]) -> str:
     """The description the model sees: the caller's own team only, sorted by name."""
     listing = "; ".join(f"{name}: {does}" for name, does in sorted(team.items()))
-    return f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer. Available agents — {listing}"
+    return (
+        f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer."
+        f" Available agents — {listing}"
+    )
 
 
 class Delegation:
@@ -101,7 +105,9 @@ class Delegation:
         self._tree = tree
         self._submit = submit
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
+    def task_child(
+        self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = ""
+    ) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
         or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
         is not reattached by another call: that repeated call is a retry and runs a fresh
@@ -113,7 +119,8 @@ class Delegation:
                 parent.sync()
                 entry = parent.task_entry(key, serial)
             child = self._tree.get(entry.child) if entry is not None else None
-            if child is not None and entry is not None and (not call_id or entry.call != call_id) and _ended_in_failure(child):
+            another_call = entry is not None and (not call_id or entry.call != call_id)
+            if child is not None and another_call and _ended_in_failure(child):
                 child = None
             if child is None:
                 try:
@@ -128,7 +135,9 @@ class Delegation:
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
         """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
+        child = ctx.prepared
+        if not isinstance(child, (Handle, ToolResult)):
+            child = self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
@@ -179,7 +188,8 @@ class Delegation:
         so is a failed one, unless the turn failed too (both may be tried again)."""
         for child in self.children(handle, serial):
             with child.lock:
-                waiting = child.record.state == SUSPENDED or (not failed and child.record.failed is not None and child.accepting)
+                failed_alone = not failed and child.record.failed is not None and child.accepting
+                waiting = child.record.state == SUSPENDED or failed_alone
             if waiting:
                 self.team.close_child(child, force=True)
 
@@ -224,7 +234,8 @@ def task_tool(delegation: Delegation, team: Team, parent: Handle, serial: int) -
         return delegation.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
     # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
-    return Tool("task", task_description(known_team), task_schema(list(members)), execute, source="agent", prepare=prepare, retry="safe")
+    description, schema = task_description(known_team), task_schema(list(members))
+    return Tool("task", description, schema, execute, source="agent", prepare=prepare, retry="safe")
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
@@ -271,7 +282,11 @@ def agent_tool(runtime: Callable[[], Verbs], name: str, does: str, *, resource: 
                 parked[result.pending.id] = (rt, result.handle_id)
         return result_as_tool_output(name, result)
 
-    schema = {"type": "object", "properties": {"prompt": {"type": "string", "description": "What to do"}}, "required": ["prompt"]}
+    schema = {
+        "type": "object",
+        "properties": {"prompt": {"type": "string", "description": "What to do"}},
+        "required": ["prompt"],
+    }
     return Tool(name, does, schema, execute, source="agent", resource=resource)
 
 
@@ -283,7 +298,8 @@ def _ended_in_failure(child: Handle) -> bool:
     with child.lock:
         child.sync()
         record = child.record
-        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
+        settled = not child.busy and record.state != SUSPENDED
+        return settled and record.result is not None and record.result.status in _RETRIED_STATUSES
 
 
 def _retryable(child: Handle) -> bool:

@@ -7,6 +7,7 @@ handle takes that handle's lock for a moment and never holds it across the model
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -90,7 +91,10 @@ class TurnRunner:
         The turn is one ``invoke_agent`` span, nested where the turn was queued.
         """
         name, model = handle.definition.name, self.model_of(handle.definition)
-        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+        span = self.trace.agent(
+            name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input
+        )
+        with span as traced:
             result, run = self._execute(handle, turn)
             traced.done(result.status, result.text, result.pending)
         if result.pending is not None:
@@ -102,7 +106,8 @@ class TurnRunner:
         spent = self.chain_limit(handle)
         if spent is not None:
             text = budgets.on_chain(spent, handle.id)
-            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=self._spent(handle, turn)), None
+            usage = self._spent(handle, turn)
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=usage), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
@@ -128,7 +133,14 @@ class TurnRunner:
     def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
-        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), usage=self._spent(handle, turn), handle_id=handle.id)
+        return AgentResult(
+            text=text,
+            status="error",
+            is_error=True,
+            turns=self.turn_calls(turn),
+            usage=self._spent(handle, turn),
+            handle_id=handle.id,
+        )
 
     def halted_call(self, run: RunResult | None) -> tuple[int, str]:
         """The model step and the call a run that ended pending halted on (the last tool
@@ -143,7 +155,9 @@ class TurnRunner:
         with self._calls_lock:
             return turn.model_calls
 
-    def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
+    def emit_run(
+        self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None
+    ) -> None:
         event: dict[str, Any] = {
             "event": "run",
             "model": run.model if run is not None else self.model_of(handle.definition),
@@ -166,7 +180,10 @@ class TurnRunner:
         definition: AgentDef = handle.definition
         budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
         capped = budget.max_cost is not None
-        turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn), defer_final=not capped)
+        counted = functools.partial(self._count_call, turn)
+        turn.journal = self._tree_store.journal(
+            handle, turn, self._lineage, self._owner, counted, defer_final=not capped
+        )
         return RunSpec(
             model=self.model_of(definition),
             system=definition.soul or None,
@@ -226,7 +243,8 @@ class TurnRunner:
             handle.sync(exact=True)
             if not handle.owned_by(self._owner):
                 raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
-            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started, record.cost)
+            wall = self._clock() - turn.started
+            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, wall, record.cost)
 
     def _flight(self, handle: Handle, turn: Turn) -> Callable[[], ContextManager[str | None]]:
         """Around each model call of a capped handle: the money caps of the handle and of
@@ -241,7 +259,8 @@ class TurnRunner:
                 with each.lock:
                     each.sync(exact=True)
                     record = each.record
-                    found.append(Cap(handle_id=record.id, cap=cap, spent=record.cost or 0.0, largest=record.largest_cost))
+                    spent = record.cost or 0.0
+                    found.append(Cap(handle_id=record.id, cap=cap, spent=spent, largest=record.largest_cost))
             return found
 
         return lambda: self._spending.flight(caps, turn.scope)
@@ -252,13 +271,20 @@ class TurnRunner:
         for each in self._lineage(handle):
             with each.lock:
                 each.sync(exact=True)
-                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls, each.record.cost)
+                record = each.record
+                spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls, record.cost)
             if spent is not None:
                 return spent
         return None
 
 
-def check_priced(registry: Mapping[str, AgentDef], model: str, prices: Mapping[str, Price], capped: str | None = None, budget: Budget | None = None) -> Mapping[str, Price]:
+def check_priced(
+    registry: Mapping[str, AgentDef],
+    model: str,
+    prices: Mapping[str, Price],
+    capped: str | None = None,
+    budget: Budget | None = None,
+) -> Mapping[str, Price]:
     """A money cap needs a price for the model of every agent it applies to: ``capped``
     (under its carved ``budget``) and every agent it may delegate to, as their children
     inherit the cap; without ``capped``, each agent whose own budget has a ``max_cost``.

@@ -47,7 +47,9 @@ class Waiter:
         self._interrupt = interrupt
         self._inline = inline
 
-    def next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False) -> AgentResult:
+    def next_result(
+        self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False
+    ) -> AgentResult:
         """Wait for the handle's next settled result, running its unstarted turn here when
         ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
         sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
@@ -57,7 +59,9 @@ class Waiter:
         result = self._next_result(handle, timeout, run_here=run_here, stop_at_deadline=stop_at_deadline)
         return typed_result(handle.definition, result)
 
-    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool) -> AgentResult:
+    def _next_result(
+        self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool
+    ) -> AgentResult:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
@@ -88,7 +92,8 @@ class Waiter:
                 looked = time.monotonic() if job is None else -_LOOK_AGAIN_S  # none queued: look again later
             if job is None:
                 with handle.lock:
-                    if record.settled > since or handle.lost_count > lost or record.state == CLOSED or (run_here and runnable(handle)):
+                    changed = record.settled > since or handle.lost_count > lost or record.state == CLOSED
+                    if changed or (run_here and runnable(handle)):
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
