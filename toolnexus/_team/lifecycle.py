@@ -28,7 +28,8 @@ from .._tools.resources import close_resources
 from .._tools.tools import Tool
 from ..errors import ConfigError, ToolnexusError
 from .execution import Execution, LocalExecution
-from .handle import Handle
+from . import budget as budgets
+from .handle import Handle, HandleRecord
 from .ownership import RECOVER_OPTIONS
 from .pool import DEFAULT_WORKERS, Lent, WorkerPool
 from .tree import HandleTree, MemoryTree, Ownership, TreeStore
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from .dispatching import Dispatcher
 
 log = logging.getLogger("toolnexus")
+
+#: The root handle's id (it runs no agent).
+ROOT = "root"
 
 #: After ``shutdown_timeout``, how long closing the root waits for interrupted threads to end.
 THREAD_GRACE_S = 1.0
@@ -106,6 +110,29 @@ def open_tree_store(
 
     owned = not isinstance(state, StateStore)
     return StoredTree(open_state(state), runtime_id, sole_user=owned, owns_store=owned)
+
+
+def open_tree(
+    state: str | os.PathLike[str] | StateStore | None,
+    runtime_id: str,
+    conversations: ConversationStore | None,
+    agents: set[str],
+    model: ModelEngine,
+    load: Callable[[HandleRecord], Handle],
+    keep_closed: int,
+) -> HandleTree:
+    """The tree, in memory or in the state, with its root (the kept one when the state
+    holds this tree already); a failure to open it closes the model's connections.
+    ``load`` makes a handle of a record read from the state."""
+    try:
+        tree_store = open_tree_store(state, runtime_id, conversations)
+        nonce = os.urandom(16).hex()
+        fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=nonce)
+        root = tree_store.open_root(fresh, agents, lambda record: Handle(record, None, tree_store))
+    except BaseException:
+        model.close()
+        raise
+    return HandleTree(tree_store, root, load, keep_closed)
 
 
 def weakly(method: Callable[..., Any]) -> Callable[..., Any]:

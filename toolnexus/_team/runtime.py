@@ -12,7 +12,6 @@ its child, never the reverse.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -22,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 
 from . import jobs as _jobs
-from . import budget as budgets
 from .._model import pricing
 from .. import _seconds as seconds
 from .._stores import storedruns
@@ -30,13 +28,13 @@ from .._run import tracing
 from .._model.cancel import TurnGate
 from .agentdef import AgentDef, normalize_registry
 from . import lifecycle
-from .lifecycle import check_options, execution_for, make_executor, open_tree_store, weakly
+from .lifecycle import check_options, execution_for, make_executor, open_tree, weakly
 from .closing import Closer
 from ..data import AgentResult, Answer, Budget, HandleView, Request
 from .dispatching import Dispatcher
-from .._model.engine import ConnectionOptions, ModelEngine, build_engine
+from .._model.engine import ConnectionOptions, build_engine
 from ..errors import HandleClosed, InboxFull, StateError, ToolnexusError
-from .handle import SUSPENDED, Handle, HandleRecord
+from .handle import Handle, HandleRecord
 from ..hooks import HooksLike
 from .._run.runspec import Engine
 from .pool import WorkerPool
@@ -48,7 +46,6 @@ from .._stores.conversations import ConversationStore
 from .._events.streams import RunStream, Streams
 from .task import Delegation, agent_tool
 from .._tools.tools import Tool
-from .tree import HandleTree
 from .turns import TurnRunner, check_priced
 from .waiting import Waiter
 
@@ -58,8 +55,6 @@ if TYPE_CHECKING:
     from ..state import StateStore
 
 log = logging.getLogger("toolnexus")
-
-ROOT = "root"
 
 
 class Runtime:
@@ -143,61 +138,54 @@ class Runtime:
         executor = self._executor
         # The engine first: bad connection options fail before the state is touched.
         model_engine = build_engine(ConnectionOptions.among({**locals(), **times}), pool_size=workers)
-        self._tree = self._open_tree(model_engine, state, runtime_id, store, keep_closed)
+        load = weakly(self._load_handle)
+        self._tree = open_tree(state, runtime_id, store, set(self._registry), model_engine, load, keep_closed)
+        self.root = self._tree.root
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._execution = execution = make_execution(self._executor, self._tree, self._owner, self._clock)
         engine = Engine(model=model_engine, executor=lambda: executor, here_sources=execution.here_sources)
-        self._delegation = Delegation(self._tree, execution.submit)  # its team: the port, below
-        self._turns = self._turn_runner(
-            engine, model=model, hooks=hooks, on_metric=on_metric, around_tool=around_tool, prices=price_table,
-            gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
+        self._assemble(
+            engine, inline=inline, model=model, hooks=hooks, on_metric=on_metric, around_tool=around_tool,
+            prices=price_table, gate=TurnGate(max_concurrent_turns) if max_concurrent_turns else None,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
-        self._scheduler = Scheduler(
-            tree=self._tree, turns=self._turns, execution=execution, owner=self._owner, clock=self._clock,
-            after_run=self._delegation.hand_over, before_settle=self._delegation.retire,
-        )
-        self._waiter = Waiter(
-            tree=self._tree, turns=self._turns, execution=execution, run_turn=self._scheduler.run,
-            interrupt=weakly(self.interrupt), inline=inline,
-        )
-        self._closer = Closer(self._tree, weakly(self.interrupt), self._clock, inline)
-        self._streams = Streams(weakref.proxy(self), self._tree.store.stream_events, self._waiter, inline=inline)
-        self._spawner = Spawner(self._registry, self._tree, self._turns, self._scheduler.admit, execution)
-        self._port = self._open_port()
         take_over, on_beat = self._scheduler.take_over, self._scheduler.on_beat
         self._ownership = self._tree.store.ownership(
             self._owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat
         )
         self._ownership.start()
 
-    def _open_tree(
-        self, model: ModelEngine, state: Any, runtime_id: str, store: ConversationStore | None, keep_closed: int
-    ) -> HandleTree:
-        """The tree, in memory or in the state, with its root (``self.root``); a failure to
-        open it closes the model's connections."""
-        try:
-            tree_store = open_tree_store(state, runtime_id, store)
-            nonce = os.urandom(16).hex()
-            fresh = HandleRecord(id=ROOT, name=ROOT, parent=None, depth=0, budget=budgets.ROOT_BUDGET, nonce=nonce)
-            self.root = tree_store.open_root(
-                fresh, set(self._registry), lambda record: Handle(record, None, tree_store)
-            )
-        except BaseException:
-            model.close()
-            raise
-        return HandleTree(tree_store, self.root, weakly(self._load_handle), keep_closed)
-
-    def _open_port(self) -> RuntimePort:
-        """The private port, over the parts just built; delegation calls back through it."""
-        port = RuntimePort(
-            weakref.proxy(self), spawner=self._spawner, scheduler=self._scheduler, waiter=self._waiter,
-            closer=self._closer, execution=self._execution, streams=self._streams, model=self._turns.engine.model,
-            close_by=functools.partial(_deadline, self._clock, self._shutdown_s),
+    def _assemble(self, engine: Engine, *, inline: bool, **turn_options: Any) -> None:
+        """The parts a turn's life is made of, each built on those before it; delegation
+        calls back through the private port, built last."""
+        tree, execution, clock = self._tree, self._execution, self._clock
+        self._delegation = delegation = Delegation(tree, execution.submit)
+        self._turns = turns = TurnRunner(
+            engine=engine, store=tree.store.conversations, clock=clock, lineage=tree.lineage,
+            task_tool=delegation.task_tool, nonce=self.root.record.nonce, tree_store=tree.store, owner=self._owner,
+            **turn_options,
         )
-        self._delegation.team = weakref.proxy(port)  # its parts hold the delegation: no cycle back
-        return port
+        self._scheduler = scheduler = Scheduler(
+            tree=tree, turns=turns, execution=execution, owner=self._owner, clock=clock,
+            after_run=delegation.hand_over, before_settle=delegation.retire,
+        )
+        self._closer = Closer(
+            tree, clock, inline=inline, settle_wait_s=self._shutdown_s, turn_calls=turns.turn_calls,
+            release_slot=scheduler.release_slot, task_children=delegation.children,
+        )
+        self._waiter = Waiter(
+            tree=tree, turns=turns, execution=execution, run_turn=scheduler.run, interrupt=self._closer.interrupt,
+            inline=inline,
+        )
+        self._streams = Streams(weakref.proxy(self), tree.store.stream_events, self._waiter, inline=inline)
+        self._spawner = Spawner(self._registry, tree, turns, scheduler.admit, execution)
+        self._port = RuntimePort(
+            weakref.proxy(self), spawner=self._spawner, scheduler=scheduler, waiter=self._waiter,
+            closer=self._closer, execution=execution, streams=self._streams, model=engine.model,
+            close_by=functools.partial(_deadline, clock, self._shutdown_s),
+        )
+        delegation.team = weakref.proxy(self._port)  # its parts hold the delegation: no cycle back
 
     def __repr__(self) -> str:
         return f"Runtime(agents={sorted(self._registry)!r}, handles={len(self._tree)})"
@@ -207,14 +195,6 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-    def _turn_runner(self, engine: Engine, **options: Any) -> TurnRunner:
-        store = self._tree.store
-        return TurnRunner(
-            engine=engine, store=store.conversations, clock=self._clock, lineage=self._tree.lineage,
-            task_tool=self._delegation.task_tool, nonce=self.root.record.nonce, tree_store=store, owner=self._owner,
-            **options,
-        )
 
     # --- the tree and its owner -----------------------------------------------------------
 
@@ -461,33 +441,7 @@ class Runtime:
         ``retryable=True`` stops running turns only (this one's and its ``task`` children's),
         each keeping its journal so that ``retry`` continues it; a pending request stays open.
         """
-        handle = self._tree.get(h)
-        parent = self._tree.parent(handle)
-        locked = (parent, handle) if parent is not None else (handle,)
-        with parent.lock if parent is not None else _NOTHING, handle.lock, self._atomic(*locked):
-            outcome = handle.interrupt(parent, self._turns.turn_calls, retryable=retryable)
-        cancelled_request = outcome.request
-        if outcome.settling is not None:
-            settling, record = outcome.settling, handle.record
-            with handle.lock:
-                handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._shutdown_s)
-                if record.state == SUSPENDED and record.pending is not None and not retryable:
-                    cancelled_request = record.pending.id  # it settled pending: cancelled, as any suspended handle
-        if outcome.cancel is not None:
-            outcome.cancel.scope.cancel()
-        if outcome.ended is not None:
-            self._scheduler.release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
-            for child in self._delegation.children(handle, outcome.ended):
-                self.interrupt(child, retryable=retryable)
-        if cancelled_request is not None:
-            self._cancel_request(cancelled_request)
-
-    def _cancel_request(self, request_id: str) -> None:
-        """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        self._tree.store.unpark(request_id, "cancelled")
-        for handle in self._tree.suspended_on(request_id):
-            with handle.lock, self._atomic(handle):
-                handle.cancel(request_id)
+        self._closer.interrupt(self._tree.get(h), retryable=retryable)
 
     def resume(self, answer: Answer) -> None:
         """Route ``answer`` to the deepest handle suspended on its request; that handle
@@ -516,9 +470,7 @@ class Runtime:
         tools = (tool for definition in self._registry.values() for tool in definition.tools)
         lifecycle.end(self._executor, self._turns.engine.model, tools, deadline)
 
+
 def _deadline(clock: Callable[[], float], seconds: float) -> float:
     return clock() + seconds
 
-
-#: A context that does nothing: no parent lock at the root (reentrant, so one serves every use).
-_NOTHING: ContextManager[Any] = contextlib.nullcontext()
