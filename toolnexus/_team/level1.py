@@ -34,6 +34,7 @@ class Agent:
 
     @property
     def name(self) -> str:
+        """The agent's name (its registry name, and a segment of its handles' ids)."""
         return self.definition.name
 
     def __repr__(self) -> str:
@@ -86,9 +87,22 @@ class Agent:
 
     def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
         """Run once in a fresh runtime. A pending result keeps the runtime open on
-        ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
-        (seconds) is ``Runtime.run_agent``'s. The runtime borrows the agent's kept worker
-        threads and model connections: ``close()`` ends them."""
+        ``result.runtime`` for ``resume``; otherwise the runtime is closed. The runtime
+        borrows the agent's kept worker threads and model connections: ``close()`` ends them.
+
+        Args:
+            prompt: what the agent's turn starts from.
+            timeout: seconds, as ``Runtime.run_agent``'s; ``None`` waits as long as it takes.
+            **runtime_options: ``Runtime``'s options (``base_url``, ``model``, ``generate``,
+                ``state``, ``prices``...).
+
+        Returns:
+            The run's ``AgentResult``, with ``runtime`` set to the runtime it ran on.
+
+        Raises:
+            ConfigError: the options are refused, as ``Runtime`` refuses them.
+            StateError: the state failed while the run went on.
+        """
         rt = self._borrowing_runtime(runtime_options)
         result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
@@ -99,7 +113,19 @@ class Agent:
         """``run`` as a stream (``Runtime.stream_agent`` in a fresh runtime): the team's
         events while it works. When it ends, ``stream.result`` carries ``.runtime`` as
         ``run``'s does (kept open for ``resume`` on a pending result, else closed);
-        closing the stream early interrupts the run and closes the runtime."""
+        closing the stream early interrupts the run and closes the runtime.
+
+        Args:
+            prompt: what the agent's turn starts from.
+            timeout: seconds; when they are up the stream ends with a ``timeout`` result.
+            **runtime_options: ``Runtime``'s options.
+
+        Returns:
+            A ``RunStream`` of ``Event``.
+
+        Raises:
+            ConfigError: the options are refused, as ``Runtime`` refuses them.
+        """
         rt = self._borrowing_runtime(runtime_options)
 
         def finished(result: Any) -> Any:
@@ -228,8 +254,29 @@ def agent(
     on_metric: Callable[[dict[str, Any]], Any] | None = None,
     output: Any = None,
 ) -> Agent:
-    """Define an agent; ``team`` members may be ``Agent`` objects or registry names.
-    ``tools`` may be ``Tool``s or plain functions; ``output=T`` makes its runs typed."""
+    """Define an agent (``AgentDef``'s fields), ready to ``run``.
+
+    Args:
+        name: its name, ``[A-Za-z0-9_-]+``.
+        does: what it does, as its teammates' ``task`` tool describes it.
+        tools: ``Tool``s or plain functions (a toolkit).
+        soul: its system prompt.
+        team: the agents it may delegate to, as ``Agent`` objects or registry names.
+        budget: its own limits.
+        model: its model; ``"inherit"`` uses the runtime's.
+        wait_for: answers its requests itself (nearest interpreter first).
+        on_spawn: called with each new handle of it.
+        on_close: called with each handle of it and the reason when it closes.
+        hooks: its own hooks, replacing the runtime's.
+        on_metric: its own metric sink, replacing the runtime's.
+        output: a type (attrs class, dataclass, ``TypedDict``, JSON Schema): its runs are typed.
+
+    Returns:
+        The ``Agent``.
+
+    Raises:
+        ConfigError: a name that is not one, or a tool name its team or output needs.
+    """
     return Agent(
         AgentDef(
             name,

@@ -26,25 +26,27 @@ from .. import _seconds as seconds
 from .._stores import storedruns
 from .._run import tracing
 from .._model.cancel import TurnGate
-from .agentdef import AgentDef, normalize_registry
+from .agentdef import normalize_registry
 from . import lifecycle
 from .lifecycle import check_options, execution_for, make_executor, open_tree, weakly
 from .closing import Closer
-from ..data import AgentResult, Answer, Budget, HandleView, Request
+from ..data import AgentResult, Answer, Budget
 from .dispatching import Dispatcher
 from .._model.engine import ConnectionOptions, build_engine
-from ..errors import HandleClosed, InboxFull, StateError, ToolnexusError
+from ..errors import StateError, ToolnexusError
 from .handle import Handle, HandleRecord
 from ..hooks import HooksLike
 from .._run.runspec import Engine
 from .pool import WorkerPool
 from .port import RuntimePort
+from .inbox import post
 from .record import InboxItem
 from .scheduler import Scheduler
 from .spawning import Spawner
 from .._stores.conversations import ConversationStore
 from .._events.streams import RunStream, Streams
 from .task import Delegation, agent_tool
+from .views import TreeViews
 from .._tools.tools import Tool
 from .turns import TurnRunner, check_priced
 from .waiting import Waiter
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 
-class Runtime:
+class Runtime(TreeViews):
     """Agents as handles in a tree, with hierarchical budgets, suspension and resume.
 
     Connection options are the ``Client``'s; ``registry`` maps agent names to
@@ -141,6 +143,7 @@ class Runtime:
         load = weakly(self._load_handle)
         self._tree = open_tree(state, runtime_id, store, set(self._registry), model_engine, load, keep_closed)
         self.root = self._tree.root
+        """The root handle (id ``"root"``): it runs no agent; each run is a child of it."""
         self._clock = clock or time.monotonic
         self._inbox_cap = inbox_cap
         self._execution = execution = make_execution(self._executor, self._tree, self._owner, self._clock)
@@ -202,13 +205,11 @@ class Runtime:
         """A handle made by another process (or before this runtime opened the tree)."""
         return Handle(record, self._registry.get(record.name), self._tree.store)
 
-    def _atomic(self, *handles: Handle) -> ContextManager[Any]:
-        """One unit of work around a change to ``handles`` (their locks held)."""
-        return self._tree.store.change(*handles, dirty=False)
-
     def release(self) -> None:
-        """Let go of a stored tree: end this runtime's threads, leave the stored tree as it
-        is for any other runtime (or a later one) to continue. Without a state, closes."""
+        """Let go of a stored tree: end this runtime's threads and leave the tree as it is in
+        the state, for any other runtime (or a later one) to continue; its running turns are
+        orphaned for recovery. Without a state it closes the root. Leaving a ``with`` block
+        releases."""
         if not self._tree.store.lasting:
             self.close(self.root)
             return
@@ -224,75 +225,33 @@ class Runtime:
     def recover(self, h: Handle | str) -> bool:
         """Continue an orphaned turn here from its journal (for ``recover="leave"``).
 
-        Returns whether there was an orphaned turn to take over.
-        """
-        return self._ownership.recover(self._tree.get(h).id)
+        Args:
+            h: the handle whose turn lost its process, or its id.
 
-    # --- read-only views ----------------------------------------------------------------
-
-    @property
-    def conversation_store(self) -> ConversationStore:
-        return self._tree.store.conversations
-
-    @property
-    def inline(self) -> bool:
-        """Whether turns and tool calls run on the waiting thread (no worker threads)."""
-        return self._inline
-
-    def definition(self, name: str) -> AgentDef:
-        return self._spawner.definition(name)
-
-    def inspect(self, h: Handle | str) -> HandleView:
-        handle = self._tree.get(h)
-        with handle.lock:
-            handle.sync()
-            return handle.view()
-
-    def budget(self, h: Handle | str) -> Budget:
-        """The handle's effective budget, as carved at spawn."""
-        return self._tree.get(h).record.budget
-
-    def handles(self) -> list[HandleView]:
-        """The live handles and at most ``keep_closed`` most recently closed ones, root
-        first, then pre-order with children in spawn order (an older closed handle stays
-        readable by id through ``inspect``, until ``prune`` removes it)."""
-        return self._tree.listing()
-
-    def prune(self, older_than_s: float) -> int:
-        """Delete the finished runs (a child of the root with its descendants) whose top
-        handle closed more than ``older_than_s`` seconds ago, each whole with its events,
-        transcripts, journals and requests; nothing of a run still open. Without a state it
-        lets them go from memory. Returns how many handles it removed.
+        Returns:
+            Whether there was an orphaned turn to take over.
 
         Raises:
-            ConfigError: ``older_than_s`` is negative, NaN or infinite.
+            UnknownHandle: ``h`` is not a handle of this tree.
         """
-        before = time.time() - storedruns.check_age(older_than_s)
-        return len(self._tree.store.prune(self._tree, before))
-
-    def transitions(self, h: Handle | str) -> list[str]:
-        handle = self._tree.get(h)
-        with handle.lock:
-            handle.sync()
-            return list(handle.record.transitions)
-
-    def events(self) -> list[dict[str, Any]]:
-        return self._tree.store.events()
-
-    def open_requests(self) -> list[Request]:
-        """Every request waiting for an ``resume``, once each (as the asking handle has it)."""
-        return self._tree.store.open_requests()
-
-    def metrics(self) -> str:
-        """Prometheus text for every agent's model and tool calls."""
-        return self._turns.metrics.render()
+        return self._ownership.recover(self._tree.get(h).id)
 
     # --- spawn and post -----------------------------------------------------------------
 
     def spawn(self, parent: Handle | str, name: str, budget: Budget | None = None) -> Handle:
         """Create a child of ``parent`` running agent ``name``, in state ``idle``.
 
+        Args:
+            parent: the handle (or its id) the child is made under; ``rt.root`` for a run.
+            name: the agent, by its registry name.
+            budget: limits of its own, over the definition's; each is capped by what the
+                parent has left.
+
+        Returns:
+            The child, whose id is ``<parent id>/<name>.<n>``.
+
         Raises:
+            UnknownHandle: ``parent`` is not a handle of this tree.
             SpawnError: unknown agent, a closed parent, ``maxChildren``, ``maxDepth``, or
                 an exhausted budget on the parent's chain; the message names which.
         """
@@ -301,21 +260,18 @@ class Runtime:
     def post(self, h: Handle | str, text: str, *, sender: str = "external", channel: str = "external") -> None:
         """Leave ``text`` in the handle's inbox for its next turn; no state change.
 
+        Args:
+            h: the handle, or its id.
+            text: the message.
+            sender: who sent it (a handle id is trusted when it is an ancestor's).
+            channel: where it came from, shown with it.
+
         Raises:
+            UnknownHandle: ``h`` is not a handle of this tree.
             HandleClosed: the handle is closed or closing.
             InboxFull: the inbox holds ``inbox_cap`` items already.
         """
-        handle = self._tree.get(h)
-        with handle.lock, self._atomic(handle):
-            if not handle.accepting:
-                problem: ToolnexusError = HandleClosed(f"closed: {handle.id} accepts no posts")
-            elif len(handle.record.inbox) >= self._inbox_cap:
-                problem = InboxFull(f"inbox full: {handle.id} holds {self._inbox_cap} items")
-            else:
-                handle.accept_post(InboxItem(sender=sender, channel=channel, text=text))
-                return
-        self._tree.event("post_rejected", handle.id, reason=str(problem), sender=sender)
-        raise problem
+        post(self._tree, self._tree.get(h), InboxItem(sender=sender, channel=channel, text=text), self._inbox_cap)
 
     # --- wake and wait --------------------------------------------------------------------
 
@@ -330,8 +286,14 @@ class Runtime:
         taken); the turn runs on the first thread that waits for it, and a ``close``
         before then interrupts it without waiting.
 
+        Args:
+            h: the handle, or its id.
+            prompt: what the turn starts from, before the inbox; ``None`` for the inbox alone.
+
         Raises:
+            UnknownHandle: ``h`` is not a handle of this tree.
             HandleClosed: the handle is closed or closing.
+            ToolnexusError: ``h`` is the root, which runs no agent.
         """
         job = self._scheduler.wake(self._tree.get(h), prompt)
         if job is not None:
@@ -347,6 +309,18 @@ class Runtime:
         Inline, the waiting thread runs the turn itself; as nothing else could carry the
         turn on, a ``timeout`` interrupts it at its next step (a model call or a tool
         call; a tool that is running is not preempted) and the result is ``timeout``.
+
+        Args:
+            h: the handle, or its id.
+            timeout: seconds; ``None`` waits as long as it takes.
+
+        Returns:
+            The ``AgentResult``: ``done``, ``pending`` (its request in ``pending``),
+            ``incomplete``, ``interrupted``, ``closed``, ``timeout`` or ``error``.
+
+        Raises:
+            UnknownHandle: ``h`` is not a handle of this tree.
+            ToolnexusError: ``h`` is the root, which runs no agent.
         """
         handle = self._tree.get(h)
         if handle is self.root:
@@ -355,7 +329,21 @@ class Runtime:
         return self._waiter.next_result(handle, timeout, run_here=run_here, stop_at_deadline=self._inline)
 
     def agent_tool(self, name: str) -> Tool:
-        """The agent ``name`` as a plain ``{prompt}`` tool for any toolkit."""
+        """An agent as a plain tool for any toolkit: each call spawns it under the root,
+        wakes it on the call's ``prompt``, waits and closes it. A run that ends pending
+        suspends the calling tool with the agent's request, and the call that carries the
+        answer resumes that same run.
+
+        Args:
+            name: the agent, by its registry name.
+
+        Returns:
+            The ``Tool`` (``{prompt}``), whose result is the agent's final text with
+            ``{agent, turns, total_tokens}`` as metadata.
+
+        Raises:
+            SpawnError: no agent has that name.
+        """
         return agent_tool(lambda: self, name, self.definition(name).does)
 
     def retry(self, h: Handle | str) -> None:
@@ -366,7 +354,11 @@ class Runtime:
         failed tries the child again. Like ``wake``, it returns at once; ``wait`` for the
         result.
 
+        Args:
+            h: the handle, or its id.
+
         Raises:
+            UnknownHandle: ``h`` is not a handle of this tree.
             ToolnexusError: the handle's last turn did not fail (or it is busy).
             HandleClosed: the handle is closed or closing.
         """
@@ -382,6 +374,18 @@ class Runtime:
         (that tool's thread is not killed: it finishes on its own, and its result is
         dropped); inline, at the run's next step, since a tool blocking the calling
         thread cannot be preempted.
+
+        Args:
+            name: the agent, by its registry name.
+            prompt: what its turn starts from.
+            timeout: seconds; ``None`` waits as long as it takes.
+
+        Returns:
+            The run's ``AgentResult`` (``handle_id`` names the handle, for ``resume``).
+
+        Raises:
+            SpawnError: no agent has that name, or a budget refuses the spawn.
+            StateError: the state failed while the run went on, so its outcome is not kept.
         """
         handle = self.spawn(self.root, name)
         if timeout is None:
@@ -429,8 +433,40 @@ class Runtime:
         return self._streams.watch(self._tree.get(h), after, timeout, rests=end_at_rest)
 
     def stream_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> RunStream:
-        """``run_agent`` as a stream: see ``streams.Streams.run_agent``."""
+        """``run_agent`` as a stream: spawn ``name`` under the root, wake it on ``prompt``
+        and yield its subtree's events until its result. A result other than ``pending``
+        closes the handle (a pending one leaves it open for ``resume``); closing the stream
+        early, or running out of time, interrupts the run first.
+
+        Args:
+            name: the agent, by its registry name.
+            prompt: what its turn starts from.
+            timeout: seconds; when they are up the stream ends with a ``timeout`` result.
+
+        Returns:
+            A ``RunStream`` of ``Event``, whose ``result`` is the run's ``AgentResult``.
+
+        Raises:
+            SpawnError: no agent has that name, or a budget refuses the spawn.
+        """
         return self._streams.run_agent(name, prompt, timeout)
+
+    def prune(self, older_than_s: float) -> int:
+        """Delete finished runs (a child of the root with its descendants), each whole with
+        its events, transcripts, journals and requests; nothing of a run still open. Without
+        a state it lets them go from memory.
+
+        Args:
+            older_than_s: how long ago, in seconds, a run's top handle must have closed.
+
+        Returns:
+            How many handles it removed.
+
+        Raises:
+            ConfigError: ``older_than_s`` is negative, NaN or infinite.
+        """
+        before = time.time() - storedruns.check_age(older_than_s)
+        return len(self._tree.store.prune(self._tree, before))
 
     # --- interrupt, resume, close -----------------------------------------------------------
 
@@ -440,24 +476,45 @@ class Runtime:
         The handle ends ``idle`` and waiters get ``status="interrupted"``; never a kill.
         ``retryable=True`` stops running turns only (this one's and its ``task`` children's),
         each keeping its journal so that ``retry`` continues it; a pending request stays open.
+
+        Args:
+            h: the handle, or its id.
+            retryable: stop running turns only, keeping what they did for ``retry``.
+
+        Raises:
+            UnknownHandle: ``h`` is not a handle of this tree.
         """
         self._closer.interrupt(self._tree.get(h), retryable=retryable)
 
     def resume(self, answer: Answer) -> None:
         """Route ``answer`` to the deepest handle suspended on its request; that handle
-        continues from its checkpoint and each parent above it replays its turn.
+        continues from its checkpoint and each parent above it replays its turn. Like
+        ``wake``, it returns at once; ``wait`` for the result.
+
+        Args:
+            answer: the ``Answer`` to a request of ``open_requests()`` (``make_answer``).
 
         Raises:
-            UnknownRequest: no handle is suspended on a request with ``answer.id``.
+            UnknownRequest: no handle is suspended on a request with ``answer.id`` (it was
+                answered or cancelled already, or never asked).
         """
         self._execution.submit(*self._scheduler.resume(answer, None))
 
     def close(self, h: Handle | str, force: bool = False) -> None:
         """Stop ``h`` and its subtree, leaf-first. A running turn gets up to
-        ``shutdown_timeout`` seconds to finish (none with ``force``), then is interrupted.
-        Closing the root also ends every thread of the runtime: it returns once they have
-        ended, or after ``shutdown_timeout`` plus one second with a warning naming those left. On a
-        ``pool=``, what ends is the work the runtime gave the pool; its threads stay."""
+        ``shutdown_timeout`` seconds to finish (none with ``force``), then is interrupted;
+        each closed handle stays readable. Closing the root also ends every thread of the
+        runtime: it returns once they have ended, or after ``shutdown_timeout`` plus one
+        second with a warning naming those left. On a ``pool=``, what ends is the work the
+        runtime gave the pool; its threads stay.
+
+        Args:
+            h: the handle, or its id; ``rt.root`` for the whole runtime.
+            force: interrupt running turns at once.
+
+        Raises:
+            UnknownHandle: ``h`` is not a handle of this tree.
+        """
         handle = self._tree.get(h)
         threads_by = lifecycle.threads_deadline(self._shutdown_s)
         deadline = self._clock() + self._shutdown_s
