@@ -27,7 +27,7 @@ from ..errors import ToolnexusError
 from .._events.log import EventLog, MemoryEvents, RunEvents
 from ..hooks import Hooks, HooksLike
 from .runspec import Engine, RunSpec
-from .metrics import Metrics, emitter
+from .metrics import Metrics, metric_sink
 from .._team.pool import WorkerPool
 from .._stores.conversations import ConversationStore, InMemoryStore, guard_for
 from .._events.streams import ClientRun, RunStream
@@ -121,7 +121,7 @@ class Client:
             max_turns=max_turns,
             hooks=Hooks.of(hooks),
             wait_for=wait_for,
-            emit=emitter(self._metrics, on_metric),
+            metric=metric_sink(self._metrics, on_metric),
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
             price=price,
@@ -273,22 +273,22 @@ class Client:
         if toolkit is not None:
             self._held.track(toolkit.tools())
         started = time.perf_counter()
-        event: dict[str, Any] = {"event": "run", "model": self.model}
+        metric: dict[str, Any] = {"event": "run", "model": self.model}
         try:
             with self._spec.trace.agent(None, model=self.model) as traced:
                 result = body()
                 traced.done(result.status, result.text, result.pending)
         except Exception as exc:
-            event.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
+            metric.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
             raise
         else:
-            event.update(turns=result.turns, tool_calls=result.tool_call_count, total_tokens=result.usage.total_tokens)
+            metric.update(turns=result.turns, tool_calls=result.tool_call_count, total_tokens=result.usage.total_tokens)
             if result.usage.cost is not None:
-                event["cost"] = result.usage.cost
+                metric["cost"] = result.usage.cost
             return result
         finally:
-            event["ms"] = round((time.perf_counter() - started) * 1000, 3)
-            self._spec.emit(event)
+            metric["ms"] = round((time.perf_counter() - started) * 1000, 3)
+            self._spec.metric(metric)
 
 
 def _no_threads() -> Executor | None:

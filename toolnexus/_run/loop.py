@@ -273,7 +273,7 @@ def _call_model(
             )
             traced.reply(reply)
     except (LLMError, Cancelled):
-        spec.emit(_llm_event(spec, "error", started, Usage()))
+        spec.metric(_llm_metric(spec, "error", started, Usage()))
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
     if reply.usage_missing:  # 0 tokens and no cost, said to be unmeasured (CONTRACT §13)
@@ -281,7 +281,7 @@ def _call_model(
         reply = attrs.evolve(reply, usage=UNMEASURED)
     elif spec.price is not None:
         reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
-    spec.emit(_llm_event(spec, "ok", started, reply.usage))
+    spec.metric(_llm_metric(spec, "ok", started, reply.usage))
     if spec.journal is not None:
         spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
     elif spec.on_usage is not None:
@@ -298,10 +298,10 @@ def _call_model(
     return reply
 
 
-def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
-    """§8's event; with ``cost`` when the call was priced, ``unmeasured`` when the server
+def _llm_metric(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
+    """§8's ``llm`` metric; with ``cost`` when the call was priced, ``unmeasured`` when the server
     reported no usage."""
-    event = {
+    metric = {
         "event": "llm",
         "model": spec.model,
         "status": status,
@@ -310,8 +310,8 @@ def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict
         "completion_tokens": usage.completion_tokens,
     }
     if usage.unmeasured_calls:
-        event["unmeasured"] = True
-    return event if usage.cost is None else {**event, "cost": usage.cost}
+        metric["unmeasured"] = True
+    return metric if usage.cost is None else {**metric, "cost": usage.cost}
 
 
 # --- the tool calls of one turn -------------------------------------------------------------
@@ -473,7 +473,7 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
         if spec.journal is not None:
             spec.journal.tool_done(begun.turn, call.id, result)
         traced.result(result)
-    _emit_tool(spec, toolkit, call.name, result, begun.started)
+    _tool_metric(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)
 
 
@@ -517,9 +517,9 @@ def _context(spec: RunSpec, call: ToolCall, request: Request | None, answer: Ans
     return ToolContext(**given, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
 
 
-def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:
+def _tool_metric(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:
     found = toolkit.get(name)
-    event: dict[str, Any] = {
+    metric: dict[str, Any] = {
         "event": "tool",
         "tool": name,
         "source": found.source if found is not None else "unknown",
@@ -527,5 +527,5 @@ def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, s
         "ms": round((time.perf_counter() - started) * 1000, 3),
     }
     if result.pending is not None:
-        event["pending"] = True
-    spec.emit(event)
+        metric["pending"] = True
+    spec.metric(metric)

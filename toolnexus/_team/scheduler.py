@@ -155,7 +155,7 @@ class Scheduler:
             self._settle(handle, turn, self._turns.failed(handle, turn, exc), None)
             raise
         self._settle(handle, turn, result, run)
-        self._turns.emit_run(handle, result, run, started, error)
+        self._turns.run_metric(handle, result, run, started, error)
 
     def abandoned(self, handle: Handle) -> bool:
         """Whether this runtime could not commit the outcome of ``handle``'s last turn."""

@@ -24,7 +24,7 @@ from .._events.log import RunEvents
 from .handle import Handle, Turn
 from ..hooks import Hooks
 from .._run.runspec import Engine, RunSpec
-from .._run.metrics import Metrics, emitter
+from .._run.metrics import Metrics, metric_sink
 from .._model.pricing import Price
 from .._run.spending import Cap, Spending
 from .._tools.output import output_type
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolnexus")
 
-Emit = Callable[[dict[str, Any]], None]
+Metric = Callable[[dict[str, Any]], None]
 
 
 class TurnRunner:
@@ -81,8 +81,8 @@ class TurnRunner:
         self._tree_store = tree_store
         self._owner = owner
         self._around_tool = around_tool
-        self._emitters_lock = threading.Lock()  # guards: _emitters
-        self._emitters: dict[str, Emit] = {}
+        self._sinks_lock = threading.Lock()  # guards: _sinks
+        self._sinks: dict[str, Metric] = {}
         self._calls_lock = threading.Lock()  # guards: Turn.model_calls
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
@@ -155,10 +155,11 @@ class TurnRunner:
         with self._calls_lock:
             return turn.model_calls
 
-    def emit_run(
+    def run_metric(
         self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None
     ) -> None:
-        event: dict[str, Any] = {
+        """The ``run`` metric of a finished turn, to the agent's ``on_metric`` and the metrics."""
+        metric: dict[str, Any] = {
             "event": "run",
             "model": run.model if run is not None else self.model_of(handle.definition),
             "turns": result.turns,
@@ -168,10 +169,10 @@ class TurnRunner:
             "handle": handle.id,
         }
         if error is not None:
-            event["error"] = error
+            metric["error"] = error
         if result.cost is not None:
-            event["cost"] = result.cost
-        self._emitter(handle.definition)(event)
+            metric["cost"] = result.cost
+        self._sink(handle.definition)(metric)
 
     def model_of(self, definition: AgentDef) -> str:
         return model_of(definition, self.model)
@@ -190,7 +191,7 @@ class TurnRunner:
             max_turns=budgets.max_turns(budget),
             hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
             wait_for=definition.wait_for,
-            emit=self._emitter(definition),
+            metric=self._sink(definition),
             guard=lambda _turns: self._own_limit(handle, turn),
             scope=turn.scope,
             gate=self._gate,
@@ -209,14 +210,14 @@ class TurnRunner:
             needs_usage=capped or budget.max_tokens is not None,
         )
 
-    def _emitter(self, definition: AgentDef) -> Emit:
+    def _sink(self, definition: AgentDef) -> Metric:
         """The def's own ``on_metric`` replaces the runtime's; both feed the metrics."""
-        with self._emitters_lock:
-            emit = self._emitters.get(definition.name)
-            if emit is None:
+        with self._sinks_lock:
+            sink = self._sinks.get(definition.name)
+            if sink is None:
                 on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
-                emit = self._emitters[definition.name] = emitter(self.metrics, on_metric, definition.name)
-            return emit
+                sink = self._sinks[definition.name] = metric_sink(self.metrics, on_metric, definition.name)
+            return sink
 
     # --- the ledger and the limits --------------------------------------------------------
 
