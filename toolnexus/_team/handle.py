@@ -6,7 +6,8 @@ adds the lock and the condition that guard it, and every method that changes the
 method changes the state, records the transition, keeps the ledger and notifies waiters
 in one step under ``lock``, inside the tree store's unit of work (``store.change``): in
 memory that is nothing more; in a stored tree it is one committed transaction, joined by
-an enclosing one so that a whole verb step commits at once.
+an enclosing one so that a whole verb step commits at once. A handle's side as a parent
+(its children's slots, their wake queue, its reattachment index) is ``parenting.py``.
 
 Lock order, the one rule for the whole runtime:
 
@@ -33,8 +34,9 @@ import attrs
 
 from ..data import AgentResult, Answer, HandleView, Usage
 from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem
-from .record import Interruption, QueuedWake, Resume, RunningTurn, Suspension, TaskEntry, Turn, closed_result
+from .record import Interruption, QueuedWake, Resume, RunningTurn, Suspension, Turn, closed_result
 from .record import interrupted, stamp_path, view_of
+from .parenting import Parenting
 from ..wire import to_wire
 
 __all__ = [
@@ -73,7 +75,7 @@ class RecordStore(Protocol):
     ) -> None: ...
 
 
-class Handle:
+class Handle(Parenting):
     """A live agent handle. Hosts use ``.id``; every verb also takes the id string."""
 
     def __init__(self, record: HandleRecord, definition: Any, store: RecordStore) -> None:
@@ -482,38 +484,6 @@ class Handle:
             self._forget_failed()
             self._move(CLOSED)
 
-    # --- a parent's slots for its children's turns ------------------------------------------
-
-    def take_slot(self, cap: int | None) -> bool:
-        with self.store.change(self):
-            if cap is not None and self.record.running_children >= cap:
-                return False
-            self.record.running_children += 1
-            return True
-
-    def free_slot(self) -> None:
-        with self.store.change(self):
-            self.record.running_children -= 1
-
-    def queue_wake(self, child_id: str) -> None:
-        """A child's wake waits (FIFO) for one of this handle's slots."""
-        with self.store.change(self):
-            self.record.wake_queue.append(child_id)
-
-    def drop_wake(self, child_id: str) -> None:
-        with self.store.change(self):
-            if child_id in self.record.wake_queue:
-                self.record.wake_queue.remove(child_id)
-
-    def add_child(self, child_id: str) -> None:
-        with self.store.change(self):
-            self.record.children.append(child_id)
-
-    def next_child_number(self) -> int:
-        with self.store.change(self):
-            self.record.spawned += 1
-            return self.record.spawned
-
     # --- the ledger -------------------------------------------------------------------------
 
     def charge_model_call(self) -> None:
@@ -531,17 +501,3 @@ class Handle:
             if own:
                 self.record.tool_calls += count
             self.record.pool_tool_calls += count
-
-    # --- the reattachment index (``task_lock`` held) ---------------------------------------
-
-    def task_entry(self, key: tuple[str, str], serial: int) -> TaskEntry | None:
-        """The child of ``key`` in turn ``serial`` and the id of the call that made it."""
-        entry = self.record.task_keys.get(key)
-        return entry if entry is not None and entry.serial == serial else None
-
-    def remember_task(self, key: tuple[str, str], serial: int, child_id: str, call_id: str) -> None:
-        with self.store.change(self):
-            self.record.task_keys[key] = TaskEntry(serial=serial, child=child_id, call=call_id)
-
-    def task_children(self, serial: int) -> list[str]:
-        return [entry.child for entry in self.record.task_keys.values() if entry.serial == serial]
