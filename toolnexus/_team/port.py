@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .handle import Handle
     from .scheduler import Scheduler
     from .spawning import Spawner
+    from .tree import TreeStore
     from .waiting import Waiter
 
 
@@ -62,6 +63,7 @@ class RuntimePort:
         execution: Execution,
         streams: Streams,
         model: ModelEngine,
+        tree_store: TreeStore,
         close_by: Callable[[], float],
     ) -> None:
         self._verbs = verbs
@@ -72,6 +74,7 @@ class RuntimePort:
         self._execution = execution
         self._streams = streams
         self._model = model
+        self._tree_store = tree_store
         self._close_by = close_by
 
     # --- delegation (``task.Team``) ------------------------------------------------------------
@@ -110,6 +113,14 @@ class RuntimePort:
         """Run the queued turn a dispatcher's message names, here and now; false, doing
         nothing, when it is not queued any more or the message was for another tree."""
         return self._execution.run_sent(runtime_id, handle_id, serial, segment, self._scheduler.run)
+
+    # --- the served layer (``toolnexus._serve``) -----------------------------------------------
+
+    @property
+    def tree_store(self) -> TreeStore:
+        """Where the tree lives (its ``state`` and ``runtime_id``): the served layer keeps
+        its bindings beside the tree's rows."""
+        return self._tree_store
 
     # --- ``Agent`` ------------------------------------------------------------------------------
 
