@@ -13,7 +13,7 @@ import pytest
 from _helpers import Asker, asker_step, call, task, text
 from conftest import run_in_thread
 from toolnexus import AgentDef, Budget, DispatchError, Runtime, Tool, make_answer
-from toolnexus.dispatch import Dispatcher
+from toolnexus.dispatch import Dispatcher, run_turn
 from toolnexus.testing import ScriptedModel, tool_messages
 
 
@@ -37,7 +37,7 @@ class Outbox:
         """Run every message so far on ``rt``, as a worker would; whether each ran a turn."""
         with self._lock:
             batch, self.sent = self.sent, []
-        return [rt.run_dispatched(*message) for message in batch]
+        return [run_turn(rt, *message) for message in batch]
 
 
 def registry() -> dict[str, AgentDef]:
@@ -92,8 +92,8 @@ def test_a_message_for_a_claimed_or_finished_turn_does_nothing(state, outbox):
         rt.wake(helper, "hi")
         message = outbox.sent[0]
         assert outbox.deliver(worker) == [True]
-        assert worker.run_dispatched(*message) is False
-        assert worker.run_dispatched("another-tree", *message[1:]) is False
+        assert run_turn(worker, *message) is False
+        assert run_turn(worker, "another-tree", *message[1:]) is False
         assert rt.inspect(helper).turns == 1
 
 
@@ -116,7 +116,7 @@ def test_a_wake_while_the_broker_is_down_commits_and_the_sweep_sends_it_later(st
         assert outbox.sent == [] and rt.inspect(helper).state == "running"
         assert "not sent" in caplog.text
         outbox.down = False
-        rt._scheduler.dispatching.resend_stale()  # what the heartbeat does every third of a lease
+        rt._scheduler.on_beat()  # what the heartbeat does every third of a lease
         assert outbox.sent == [("default", helper.id, 1, 0)]
 
 

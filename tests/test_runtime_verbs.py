@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import threading
 
 import pytest
@@ -656,3 +657,30 @@ def test_a_tool_raising_system_exit_still_settles_the_turn_for_its_waiters():
         result = rt.wait(h, timeout=10)
         assert (result.status, result.is_error) == ("error", True)
         assert rt.inspect(h).state == "idle"
+
+
+# --- the public surface -------------------------------------------------------------------------
+
+#: The verbs and views the guides teach (docs/guides/teams.md, streaming.md, durable.md).
+DOCUMENTED = {
+    "root", "spawn", "post", "wake", "wait", "interrupt", "close", "resume", "retry", "run_agent", "agent_tool",
+    "stream", "stream_agent", "inspect", "handles", "transitions", "events", "open_requests", "budget", "definition",
+    "metrics", "conversation_store", "inline", "prune", "recover", "release",
+}
+
+
+def test_runtime_shows_exactly_the_documented_verbs_and_views(cleanup):
+    rt = cleanup.runtime({"echo": AgentDef("echo", "Echoes.", model="echo")}, generate=ScriptedModel({"echo": echo}))
+    assert {name for name in dir(rt) if not name.startswith("_")} == DOCUMENTED
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED - {"root"}))
+def test_every_public_verb_and_view_says_what_it_takes_gives_and_raises(name):
+    doc = getattr(Runtime, name).__doc__ or ""
+    assert doc.strip(), f"Runtime.{name} has no docstring"
+    member = getattr(Runtime, name)
+    if callable(member):
+        params = [p for p in inspect.signature(member).parameters if p != "self"]
+        assert not params or "Args:" in doc, f"Runtime.{name} does not describe its arguments"
+        returns = inspect.signature(member).return_annotation not in (None, "None")
+        assert not returns or "Returns:" in doc, f"Runtime.{name} does not say what it returns"

@@ -1,7 +1,8 @@
 """``toolnexus.sse.stream`` never waits for a person (CONTRACT §16 "Resumed turns and streams
 that end"): it ends after the result, and as soon as the handle rests with every event
 after ``last_event_id`` sent; a ``last_event_id`` no store can hold is refused before the
-first frame. ``Runtime.stream`` keeps waiting for the next turn, as before."""
+first frame. ``Runtime.stream`` keeps waiting for the next turn, as before, unless it is
+asked to end at rest (``end_at_rest=True``, what ``sse`` uses)."""
 
 from __future__ import annotations
 
@@ -147,3 +148,16 @@ def test_an_id_no_store_can_hold_is_refused_before_the_first_frame(rt: Runtime, 
 def test_the_largest_id_a_store_holds_is_taken(rt: Runtime) -> None:
     handle = rt.spawn(rt.root, "worker")
     assert frames(rt, handle.id, "9" * 18) == []
+
+
+def test_runtime_stream_that_ends_at_rest_ends_at_a_pending_result(rt: Runtime) -> None:
+    handle, seen = pending_run(rt)
+    events = run_in_thread(lambda: list(rt.stream(handle, end_at_rest=True)), HANG)
+    assert [event.id for event in events] == [frame["id"] for frame in seen]
+    assert run_in_thread(lambda: list(rt.stream(handle, after=seen[-1]["id"], end_at_rest=True)), HANG) == []
+
+
+def test_runtime_stream_that_ends_at_rest_ends_for_an_idle_handle_without_a_next_turn(rt: Runtime) -> None:
+    handle = rt.spawn(rt.root, "worker")
+    stream = rt.stream(handle, end_at_rest=True)
+    assert run_in_thread(lambda: list(stream), HANG) == [] and stream.result is None

@@ -638,3 +638,85 @@ def test_an_agent_tool_that_suspends_resumes_the_same_agent_when_answered():
         assert (final.status, final.text) == ("done", "deployed: approved")
         assert [view.id for view in rt.handles()] == ["root", "root/deployer.1"]
         assert rt.inspect("root/deployer.1").state == "closed"
+
+
+# --- Agent.as_tool: a runtime the tool belongs to ------------------------------------------------
+
+
+def host_and_worker_model() -> Model:
+    return Model({"m-host": answered({"tool_calls": [call("worker", prompt="do it")]}, lambda c: f"host: {c}"), "m-worker": text("w-done")})
+
+
+def test_an_agent_as_a_tool_runs_it_once_per_call_and_says_what_it_does():
+    model = host_and_worker_model()
+    worker = agent("worker", does="does the work", model="m-worker")
+    try:
+        tool = worker.as_tool(generate=model)
+        assert (tool.name, tool.description, tool.input_schema["required"]) == ("worker", "does the work", ["prompt"])
+        with Client(model="m-host", generate=model) as client:
+            result = run_in_thread(lambda: client.run("use the worker", Toolkit([tool])))
+        assert (result.status, result.text) == ("done", "host: w-done")
+        assert result.tool_calls[0].metadata == {"agent": "worker", "turns": 1, "total_tokens": 40}
+    finally:
+        worker.close()
+
+
+def test_the_client_given_an_agent_tool_closes_its_runtime_when_it_closes():
+    model = host_and_worker_model()
+    worker = agent("worker", does="does the work", model="m-worker")
+    try:
+        tool = worker.as_tool(generate=model)
+        rt = tool.resource.runtime()  # the runtime the tool was built with
+        with Client(model="m-host", generate=model) as client:
+            run_in_thread(lambda: client.run("use the worker", Toolkit([tool])))
+            assert rt.inspect(rt.root).state == "idle"
+        assert rt.inspect(rt.root).state == "closed"
+    finally:
+        worker.close()
+
+
+def test_an_agent_tool_runs_again_after_the_runtime_given_it_closed_its_own():
+    model = host_and_worker_model()
+    worker = agent("worker", does="does the work", model="m-worker")
+    host = agent("host", does="asks the worker", model="m-host", tools=[worker.as_tool(generate=model)])
+    try:
+        first = run_in_thread(lambda: host.run("use the worker", generate=model))  # closing its runtime closes the tool's
+        second = run_in_thread(lambda: host.run("use the worker", generate=model))
+        assert (first.text, second.text) == ("host: w-done", "host: w-done")
+    finally:
+        host.close()
+        worker.close()
+
+
+def test_an_agent_tool_refuses_runtime_options_when_it_is_made():
+    from toolnexus import ConfigError
+
+    with pytest.raises(ConfigError, match="recover"):
+        agent("worker", does="does the work").as_tool(recover="sometimes")
+
+
+def test_an_agent_tool_that_suspends_resumes_the_same_run_when_answered():
+    from toolnexus import success
+
+    def approve(args, ctx):
+        return success("approved") if ctx.answer is not None else suspend(make_request("approval", "Deploy?"))
+
+    deployer = agent("deployer", does="Deploys.", model="deployer", tools=[Tool("approve", "", None, approve)])
+    script = ScriptedModel(
+        {
+            "deployer": [{"tool_calls": [{"id": "a1", "name": "approve", "arguments": {}}]}, lambda r: {"content": f"deployed: {tool_messages(r)[-1]}"}],
+            "outer": [{"tool_calls": [{"id": "o1", "name": "deployer", "arguments": {"prompt": "ship"}}]}, lambda r: {"content": tool_messages(r)[-1]}],
+        }
+    )
+    try:
+        tool = deployer.as_tool(generate=script)
+        with Client(model="outer", generate=script) as client:
+            toolkit = Toolkit([tool])
+            first = client.run("go", toolkit)
+            assert first.status == "pending"
+            final = client.resume(first.pending, make_answer(first.pending.id, True), toolkit, messages=first.messages)
+            assert (final.status, final.text) == ("done", "deployed: approved")
+            rt = tool.resource.runtime()
+            assert [(view.id, view.state) for view in rt.handles()] == [("root", "idle"), ("root/deployer.1", "closed")]
+    finally:
+        deployer.close()

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from celery import Celery, signals  # type: ignore[import-untyped]
 
 from . import _seconds as seconds
+from .dispatch import run_turn
 from .errors import ConfigError, DispatchError
 from ._team.runtime import Runtime
 
@@ -62,7 +63,8 @@ class CeleryDispatcher:
         try:
             self.app.send_task(TASK_NAME, args=(runtime_id, handle_id, serial, segment), queue=self.queue, retry=False)
         except Exception as exc:  # kombu, redis and socket errors alike: the turn stays queued
-            raise DispatchError(f"the broker did not take the message for {handle_id}: {type(exc).__name__}: {exc}") from exc
+            cause = f"{type(exc).__name__}: {exc}"
+            raise DispatchError(f"the broker did not take the message for {handle_id}: {cause}") from exc
 
     # --- the worker process's runtime -----------------------------------------------------
 
@@ -88,13 +90,20 @@ class CeleryDispatcher:
     def run_turn(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         """The task's body: claim the named turn and run it in this thread; false when the
         turn was not queued any more (a duplicated or late message)."""
-        ran = self.worker_runtime().run_dispatched(runtime_id, handle_id, serial, segment)
+        ran = run_turn(self.worker_runtime(), runtime_id, handle_id, serial, segment)
         if not ran:
             log.debug("turn %s #%d.%d is not queued any more; message ignored", handle_id, serial, segment)
         return ran
 
 
-def install(app: Celery, runtime_factory: Callable[[], Runtime], *, queue: str = "toolnexus", resend_after: float = 30.0, **renamed_options: Any) -> CeleryDispatcher:
+def install(
+    app: Celery,
+    runtime_factory: Callable[[], Runtime],
+    *,
+    queue: str = "toolnexus",
+    resend_after: float = 30.0,
+    **renamed_options: Any,
+) -> CeleryDispatcher:
     """Register ``toolnexus.run_turn`` on ``app``; the dispatcher for ``Runtime(dispatcher=...)``.
 
     ``runtime_factory()`` builds a worker process's runtime on the shared state, with this
@@ -105,7 +114,9 @@ def install(app: Celery, runtime_factory: Callable[[], Runtime], *, queue: str =
     given = seconds.renamed("install", renamed_options, {"resend_after": resend_after})
     dispatcher = CeleryDispatcher(app, runtime_factory, queue, seconds.duration("resend_after", given["resend_after"]))
 
-    @app.task(name=TASK_NAME, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(  # type: ignore[untyped-decorator]
+        name=TASK_NAME, shared=False, acks_late=True, reject_on_worker_lost=True, ignore_result=True
+    )
     def run_turn(runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
         return dispatcher.run_turn(runtime_id, handle_id, serial, segment)
 

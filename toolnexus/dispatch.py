@@ -1,134 +1,52 @@
-"""Turns that any process of a tree may run: the runtime's side of a dispatcher.
+"""Turns that any process of a tree may run: how a task engine plugs in.
 
-With a dispatcher (``toolnexus.celery.install``), admitting a turn commits it as queued
-(the handle is running, its turn stored with no owner) and then sends one message naming
-it. Whichever runtime of the tree claims the stored turn first runs it: a worker that got
-the message, or a parent whose ``task`` call waits on it, so blocked parents never exhaust
-the workers. The message is only a doorbell: a duplicated or late one finds the turn
-claimed or finished and does nothing.
+With a dispatcher (``toolnexus.celery.install`` makes one for Celery), admitting a turn
+commits it as queued in the state (the handle is running, its turn stored with no owner)
+and then sends one message naming it. Whichever runtime of the tree claims the stored
+turn first runs it: a worker that got the message, or a parent whose ``task`` call waits
+on it, so blocked parents never exhaust the workers. The message is only a doorbell: a
+duplicated or late one finds the turn claimed or finished and does nothing. The runtime's
+heartbeat sends again the messages of queued turns that nobody claimed in time (a broker
+that was down, a message lost); a turn whose owner died is queued again instead of being
+taken over in the process that noticed.
 
-The runtime's heartbeat sends again the messages of queued turns that nobody claimed in
-time (a broker that was down, a message lost); a turn whose owner died is queued again
-(``requeue``) instead of being taken over in the process that noticed.
+Another task engine plugs in the same way: a ``Dispatcher`` (``send`` and
+``resend_after_s``) for ``Runtime(..., state=..., dispatcher=...)``, and a worker that
+calls ``run_turn`` with each message on its process's runtime.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from ._team import jobs as _jobs
-from .errors import ToolnexusError
+from ._team.dispatching import Dispatcher
+from ._team.port import port_of
 
 if TYPE_CHECKING:
-    from ._team.handle import Handle, Turn
-    from ._team.tree import HandleTree
-
-log = logging.getLogger("toolnexus")
+    from ._team.runtime import Runtime
 
 
-@runtime_checkable
-class Dispatcher(Protocol):
-    """Carries "run this turn" to some process of the tree (``toolnexus.celery`` is one)."""
+def run_turn(rt: Runtime, runtime_id: str, handle_id: str, serial: int, segment: int) -> bool:
+    """Run the queued turn a dispatcher's message names on ``rt``, here and now: what a
+    worker does with each message (``toolnexus.celery`` does it for Celery).
 
-    #: A queued turn nobody claimed for this long gets its message again.
-    resend_after_s: float
+    Args:
+        rt: this worker process's runtime of the tree, built with ``state=`` and
+            ``dispatcher=``.
+        runtime_id: the message's tree, as ``Dispatcher.send`` got it.
+        handle_id: the handle whose turn it names.
+        serial: the turn's serial.
+        segment: the turn's segment (a resumed turn continues in a new one).
 
-    def send(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> None:
-        """Send one message naming the turn; raise a ``ToolnexusError`` when it cannot."""
+    Returns:
+        Whether it ran the turn: false, doing nothing, when the turn is not queued any more
+        (claimed by another runtime, finished, interrupted) or the message was for
+        another tree.
+
+    Raises:
+        ConfigError: ``rt`` has no dispatcher.
+    """
+    return port_of(rt).run_dispatched(runtime_id, handle_id, serial, segment)
 
 
-class QueuedRows(Protocol):
-    """What queueing needs of a stored tree (``stored.StoredTree``)."""
-
-    runtime_id: str
-
-    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
-
-    def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]: ...
-
-    def now(self) -> float: ...
-
-
-class Dispatching:
-    """One runtime's queued turns: queueing, claiming, sending again."""
-
-    def __init__(self, dispatcher: Dispatcher, stored: QueuedRows, tree: HandleTree, owner: str) -> None:
-        self.dispatcher = dispatcher
-        #: The runtime's owner id: a claimed turn is this runtime's to run and settle.
-        self.owner = owner
-        self._stored = stored
-        self._tree = tree
-
-    # --- queueing and claiming (the handle's lock held, inside its store transaction) -------
-
-    def queue(self, handle: Handle, turn: Turn) -> _jobs.Job:
-        """Commit ``turn`` as queued; the returned job sends its message (after the commit)."""
-        handle.queue_turn(turn, self._stored.now())
-        handle_id, serial, segment = handle.id, turn.serial, turn.segment
-        return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
-
-    def ring(self, handle_id: str, serial: int, segment: int) -> None:
-        """Send the turn's message; a failure leaves the committed turn to the sweep."""
-        try:
-            self.dispatcher.send(self._stored.runtime_id, handle_id, serial, segment)
-        except ToolnexusError as exc:
-            log.warning("turn %s #%d is queued but its message was not sent (sent again later): %s", handle_id, serial, exc)
-
-    def claim(
-        self, handle: Handle, now: float, run: Callable[[Handle, Turn], None], serial: int | None = None, segment: int | None = None
-    ) -> _jobs.Job | None:
-        """Take the handle's queued turn for this runtime (lock held): a job that runs it,
-        or ``None`` when no such turn waits (claimed elsewhere, finished, interrupted)."""
-        if not handle.queued_turn(serial, segment):
-            return None
-        with self._stored.change(handle, dirty=False):
-            if not handle.queued_turn(serial, segment):  # another process claimed it first
-                return None
-            turn = handle.claim_turn(self.owner, now)
-        job = turn.job = _jobs.Job(lambda: run(handle, turn))
-        return job
-
-    def sibling_job(self, handle: Handle, now: float, run: Callable[[Handle, Turn], None]) -> _jobs.Job | None:
-        """While waiting on ``handle``'s turn in another process, take a queued sibling
-        (another child of the same parent) to run here: the waiting thread keeps working."""
-        parent_id = handle.record.parent
-        if parent_id is None:
-            return None
-        for sibling_id, owner, queued_at in self._stored.running_turns(parent_id):
-            if sibling_id == handle.id or owner is not None or queued_at is None:
-                continue
-            sibling = self._tree.get(sibling_id)
-            with sibling.lock:
-                sibling.sync()
-                job = self.claim(sibling, now, run)
-            if job is not None:
-                return job
-        return None
-
-    def requeue(self, handle: Handle) -> _jobs.Job:
-        """Queue again a turn whose owner died (lock held, in its transaction); the job sends it."""
-        handle.requeue_turn(self._stored.now())
-        record = handle.record
-        assert record.running is not None
-        handle_id, serial, segment = handle.id, record.turn_serial, record.running.segment
-        return _jobs.Job(lambda: self.ring(handle_id, serial, segment))
-
-    def resend_stale(self) -> None:
-        """Send again every queued turn that no runtime claimed within ``resend_after_s``."""
-        now = self._stored.now()
-        for handle_id, owner, queued_at in self._stored.running_turns():
-            if owner is None and queued_at is not None and now - queued_at >= self.dispatcher.resend_after_s:
-                self._resend(handle_id, now)
-
-    def _resend(self, handle_id: str, now: float) -> None:
-        handle = self._tree.get(handle_id)
-        with handle.lock, self._stored.change(handle, dirty=False):
-            record = handle.record
-            queued_at = record.running.queued_at if record.running is not None else None
-            if not handle.queued_turn() or queued_at is None or now - queued_at < self.dispatcher.resend_after_s:
-                return  # claimed or sent again meanwhile
-            handle.requeue_turn(now)
-            assert record.running is not None
-            serial, segment = record.turn_serial, record.running.segment
-        self.ring(handle_id, serial, segment)
+__all__ = ["Dispatcher", "run_turn"]

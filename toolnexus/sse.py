@@ -39,7 +39,9 @@ def frame(event: Event) -> bytes:
     return f"id: {event.id}\nevent: {event.kind}\ndata: {to_json(event)}\n\n".encode()
 
 
-def stream(rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, heartbeat_s: float = 15) -> Iterator[bytes]:
+def stream(
+    rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, heartbeat_s: float = 15
+) -> Iterator[bytes]:
     """The events of ``h``'s subtree after ``last_event_id`` as SSE frames, until ``h``'s
     result or until ``h`` rests with nothing more to send (without ``last_event_id``, a
     finished run replays its last turn). Closing the iterator (the server does when the
@@ -50,9 +52,8 @@ def stream(rt: Runtime, h: Handle | str, *, last_event_id: str | None = None, he
             negative, more than 18 digits), or ``h`` is not a handle: checked at once,
             before the first frame, so a view can answer 400 or 404.
     """
-    parse_after(last_event_id)
-    # The runtime's streams, as ``Agent.stream`` reaches them: a watch that also ends at rest.
-    watched = rt._streams.watch(rt._tree.get(h), last_event_id or None, None, rests=True)
+    parse_after(last_event_id)  # an empty id too is refused, before the first frame
+    watched = rt.stream(h, after=last_event_id or None, end_at_rest=True)
     return _frames(watched, heartbeat_s)
 
 

@@ -27,7 +27,7 @@ from ..errors import ToolnexusError
 from .._events.log import EventLog, MemoryEvents, RunEvents
 from ..hooks import Hooks, HooksLike
 from .runspec import Engine, RunSpec
-from .metrics import Metrics, emitter
+from .metrics import Metrics, metric_sink
 from .._team.pool import WorkerPool
 from .._stores.conversations import ConversationStore, InMemoryStore, guard_for
 from .._events.streams import ClientRun, RunStream
@@ -102,7 +102,8 @@ class Client:
         reset_tool_choice: bool = False,
         **renamed_options: Any,
     ) -> None:
-        times = seconds.renamed("Client", renamed_options, {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after})
+        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after}
+        times = seconds.renamed("Client", renamed_options, given)
         connection = ConnectionOptions.among({**locals(), **times})
         price = pricing.table(prices).get(model)
         self.model = model
@@ -111,7 +112,8 @@ class Client:
         self.base_url = base_url
         self._tool_threads = WorkerPool(_TOOL_WORKERS, thread_name_prefix="toolnexus-tools")  # started on first use
         # inline: every tool call on the run's thread
-        self._engine = Engine(model=build_engine(connection, pool_size=_POOL_SIZE), executor=_no_threads if inline else self._tool_threads.executor)
+        executor = _no_threads if inline else self._tool_threads.executor
+        self._engine = Engine(model=build_engine(connection, pool_size=_POOL_SIZE), executor=executor)
         self._metrics = Metrics()
         self._spec = RunSpec(
             model=model,
@@ -119,7 +121,7 @@ class Client:
             max_turns=max_turns,
             hooks=Hooks.of(hooks),
             wait_for=wait_for,
-            emit=emitter(self._metrics, on_metric),
+            metric=metric_sink(self._metrics, on_metric),
             around_tool=around_tool,
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
             price=price,
@@ -134,7 +136,8 @@ class Client:
         self._finalizer.atexit = False
 
     def __repr__(self) -> str:
-        where = "generate=<in-process>" if isinstance(self._engine.model, InProcessEngine) else f"base_url={self.base_url!r}"
+        in_process = isinstance(self._engine.model, InProcessEngine)
+        where = "generate=<in-process>" if in_process else f"base_url={self.base_url!r}"
         return f"Client(model={self.model!r}, style={self.style!r}, {where})"
 
     def __enter__(self) -> Client:
@@ -151,7 +154,9 @@ class Client:
         """Prometheus text for every model call, tool call and run of this client."""
         return self._metrics.render()
 
-    def run(self, prompt: str, toolkit: ToolsLike = None, *, history: list[dict[str, Any]] | None = None, output: Any = None) -> RunResult:
+    def run(
+        self, prompt: str, toolkit: ToolsLike = None, *, history: list[dict[str, Any]] | None = None, output: Any = None
+    ) -> RunResult:
         """Run the loop on ``prompt`` after ``history``; see the module docs for outcomes.
 
         ``toolkit`` is a ``Toolkit``, or a list of tools or plain functions. With ``output=T``
@@ -204,7 +209,8 @@ class Client:
         """
         log = EventLog()
         scope = CancelScope()
-        spec = attrs.evolve(self._typed(output), scope=scope, events=RunEvents(None, MemoryEvents(log).emit, log, always_live=True))
+        events = RunEvents(None, MemoryEvents(log).emit, log, always_live=True)
+        spec = attrs.evolve(self._typed(output), scope=scope, events=events)
         return ClientRun(lambda: self._ask(spec, prompt, toolkit, id), log, scope.cancel, inline=self.inline).start()
 
     def resume(
@@ -246,7 +252,9 @@ class Client:
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
-    def _resumed(self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: ToolsLike, output: Any) -> RunResult:
+    def _resumed(
+        self, transcript: list[dict[str, Any]], pending: Request, answer: Answer, toolkit: ToolsLike, output: Any
+    ) -> RunResult:
         spec, kit = self._typed(output), as_toolkit(toolkit)
         return self._measured(kit, lambda: loop.resume(self._engine, spec, kit, transcript, pending, answer))
 
@@ -265,22 +273,22 @@ class Client:
         if toolkit is not None:
             self._held.track(toolkit.tools())
         started = time.perf_counter()
-        event: dict[str, Any] = {"event": "run", "model": self.model}
+        metric: dict[str, Any] = {"event": "run", "model": self.model}
         try:
             with self._spec.trace.agent(None, model=self.model) as traced:
                 result = body()
                 traced.done(result.status, result.text, result.pending)
         except Exception as exc:
-            event.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
+            metric.update(turns=0, tool_calls=0, total_tokens=0, error=type(exc).__name__)
             raise
         else:
-            event.update(turns=result.turns, tool_calls=result.tool_call_count, total_tokens=result.usage.total_tokens)
+            metric.update(turns=result.turns, tool_calls=result.tool_call_count, total_tokens=result.usage.total_tokens)
             if result.usage.cost is not None:
-                event["cost"] = result.usage.cost
+                metric["cost"] = result.usage.cost
             return result
         finally:
-            event["ms"] = round((time.perf_counter() - started) * 1000, 3)
-            self._spec.emit(event)
+            metric["ms"] = round((time.perf_counter() - started) * 1000, 3)
+            self._spec.metric(metric)
 
 
 def _no_threads() -> Executor | None:

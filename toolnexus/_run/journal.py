@@ -54,9 +54,13 @@ class JournalRows(Protocol):
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
 
-    def journal_get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None: ...
+    def journal_get(
+        self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
+    ) -> tuple[str, Any] | None: ...
 
-    def journal_put(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any) -> None: ...
+    def journal_put(
+        self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any
+    ) -> None: ...
 
 
 #: A tool call's status once it ended asking (a suspension, or a child to be retried): it
@@ -74,7 +78,9 @@ def keep_turn(rows: JournalRows, handle: Handle, turn: Turn) -> None:
 
 def keep_resume(rows: JournalRows, handle_id: str, serial: int, resume: Resume) -> None:
     """Write the answer a resumed turn continues with (the latest one stands)."""
-    payload = {"call": resume.call, "step": resume.step, "request": to_wire(resume.request), "answer": to_wire(resume.answer)}
+    payload = {
+        "call": resume.call, "step": resume.step, "request": to_wire(resume.request), "answer": to_wire(resume.answer)
+    }
     rows.journal_put(handle_id, serial, 0, "resume", 0, "", "done", payload)
 
 
@@ -86,7 +92,8 @@ def turn_documents(rows: JournalRows, handle_id: str, serial: int) -> tuple[str,
     if kept is None:
         return input, None
     data = kept[1]
-    return input, Resume(call=data["call"], step=data["step"], request=from_wire(Request, data["request"]), answer=from_wire(Answer, data["answer"]))
+    request, answer = from_wire(Request, data["request"]), from_wire(Answer, data["answer"])
+    return input, Resume(call=data["call"], step=data["step"], request=request, answer=answer)
 
 
 # --- the journal a running turn records to ------------------------------------------------------
@@ -98,7 +105,15 @@ class TurnJournal:
     taken over cannot record anything more)."""
 
     def __init__(
-        self, handle: Handle, turn: Turn, rows: JournalRows, lineage: Callable[[Handle], Iterator[Handle]], owner: str, counted: Callable[[], None], *, defer_final: bool = False
+        self,
+        handle: Handle,
+        turn: Turn,
+        rows: JournalRows,
+        lineage: Callable[[Handle], Iterator[Handle]],
+        owner: str,
+        counted: Callable[[], None],
+        *,
+        defer_final: bool = False,
     ) -> None:
         self._handle = handle
         #: A final reply (no tool calls) waits to commit with the turn's outcome: one commit
@@ -206,7 +221,8 @@ class TurnJournal:
             if result.pending is not None or retried_later(result):  # not an effect: asked again on replay
                 self._put("tool", step, call_id, AGAIN, None)
             else:
-                self._put("tool", step, call_id, "done", {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)})
+                done = {"output": result.output, "is_error": result.is_error, "metadata": _plain(result.metadata)}
+                self._put("tool", step, call_id, "done", done)
             for each in chain:
                 each.charge_tool_calls(1, own=each is self._handle)
 

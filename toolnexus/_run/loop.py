@@ -63,7 +63,9 @@ MAX_OUTPUT_TOKENS = "maxOutputTokens"
 NOT_RUN = ToolResult(output="not run: the run stopped before this call was made", is_error=True)
 
 
-def initial_messages(style: WireStyle, system: str | None, history: list[dict[str, Any]] | None, prompt: str) -> list[dict[str, Any]]:
+def initial_messages(
+    style: WireStyle, system: str | None, history: list[dict[str, Any]] | None, prompt: str
+) -> list[dict[str, Any]]:
     """System message (if the style carries one and history lacks it), history, the prompt.
 
     Every tool call in the history gets exactly one result (``NOT_RUN`` for those that
@@ -134,7 +136,9 @@ def _drive(engine: Engine, spec: RunSpec, toolkit: Toolkit, state: _State) -> Ru
         state.finish_reason = reply.finish_reason
         if not reply.tool_calls:
             if typed is None or reply.truncated:
-                return _result(spec, state, "incomplete" if reply.truncated else "done", limit=MAX_OUTPUT_TOKENS if reply.truncated else None)
+                if reply.truncated:
+                    return _result(spec, state, "incomplete", limit=MAX_OUTPUT_TOKENS)
+                return _result(spec, state, "done")
             verdict = typed.from_text(reply.text)
             if isinstance(verdict, Accepted):
                 return _result(spec, state, "done", accepted=verdict)
@@ -166,7 +170,9 @@ def _step(
     return halted, accepted
 
 
-def _next_reply(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], delegates: bool) -> ModelReply | str:
+def _next_reply(
+    engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], delegates: bool
+) -> ModelReply | str:
     """The next model reply, or the limit that stops the run before it is asked. A reply
     the journal recorded was asked (and checked) before a crash: it is served again
     without checking the limits a second time, as its charge is in the ledger already."""
@@ -194,7 +200,10 @@ def _check_cancel(spec: RunSpec) -> None:
         raise Cancelled("the run was interrupted")
 
 
-def _result(spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None, accepted: Accepted | None = None) -> RunResult:
+def _result(
+    spec: RunSpec, state: _State, status: str, *, limit: str | None = None, pending: Request | None = None,
+    accepted: Accepted | None = None,
+) -> RunResult:
     text = state.text if accepted is None else accepted.text
     if limit is not None and limit in LIMIT_TEXT:
         text = f"{text}\n[{LIMIT_TEXT[limit]}]" if text else LIMIT_TEXT[limit]
@@ -232,7 +241,10 @@ def _served(spec: RunSpec, state: _State) -> ModelReply | None:
     return recorded
 
 
-def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]], while_waiting: Callable[[], None] | None = None) -> ModelReply:
+def _call_model(
+    engine: Engine, spec: RunSpec, state: _State, tools: list[dict[str, Any]],
+    while_waiting: Callable[[], None] | None = None,
+) -> ModelReply:
     turn = state.turns + 1
     if spec.hooks.before_llm is not None:
         change = spec.hooks.before_llm(messages=state.messages, tools=copy.deepcopy(tools), model=spec.model, turn=turn)
@@ -261,7 +273,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
             )
             traced.reply(reply)
     except (LLMError, Cancelled):
-        spec.emit(_llm_event(spec, "error", started, Usage()))
+        spec.metric(_llm_metric(spec, "error", started, Usage()))
         raise
     _check_cancel(spec)  # a reply that arrived after an interrupt is dropped, never charged
     if reply.usage_missing:  # 0 tokens and no cost, said to be unmeasured (CONTRACT §13)
@@ -269,7 +281,7 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
         reply = attrs.evolve(reply, usage=UNMEASURED)
     elif spec.price is not None:
         reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
-    spec.emit(_llm_event(spec, "ok", started, reply.usage))
+    spec.metric(_llm_metric(spec, "ok", started, reply.usage))
     if spec.journal is not None:
         spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
     elif spec.on_usage is not None:
@@ -286,10 +298,10 @@ def _call_model(engine: Engine, spec: RunSpec, state: _State, tools: list[dict[s
     return reply
 
 
-def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
-    """§8's event; with ``cost`` when the call was priced, ``unmeasured`` when the server
+def _llm_metric(spec: RunSpec, status: str, started: float, usage: Usage) -> dict[str, Any]:
+    """§8's ``llm`` metric; with ``cost`` when the call was priced, ``unmeasured`` when the server
     reported no usage."""
-    event = {
+    metric = {
         "event": "llm",
         "model": spec.model,
         "status": status,
@@ -298,8 +310,8 @@ def _llm_event(spec: RunSpec, status: str, started: float, usage: Usage) -> dict
         "completion_tokens": usage.completion_tokens,
     }
     if usage.unmeasured_calls:
-        event["unmeasured"] = True
-    return event if usage.cost is None else {**event, "cost": usage.cost}
+        metric["unmeasured"] = True
+    return metric if usage.cost is None else {**metric, "cost": usage.cost}
 
 
 # --- the tool calls of one turn -------------------------------------------------------------
@@ -343,20 +355,26 @@ def _tool_phase(
     # In call order first (arguments, before_tool, a tool's own prepare step: the task
     # tool spawns its child here, so child ids follow call order); then concurrently.
     starts = [_start_call(spec, toolkit, call, turn, answers.get(call.id)) for call in todo]
-    here = [_source(toolkit, start.call.name) in engine.here_sources for start in starts] if engine.here_sources else None
-    ran: list[_Outcome] = _jobs.run_all(engine.executor(), [functools.partial(_finish_call, spec, toolkit, start) for start in starts], here)
+    here = None
+    if engine.here_sources:
+        here = [_source(toolkit, start.call.name) in engine.here_sources for start in starts]
+    finishes: list[Callable[[], Any]] = [functools.partial(_finish_call, spec, toolkit, start) for start in starts]
+    ran: list[_Outcome] = _jobs.run_all(engine.executor(), finishes, here)
     _check_cancel(spec)
     if spec.on_tool_calls is not None and ran and spec.journal is None:
         spec.on_tool_calls(len(ran))
     by_id = {o.call.id: o for o in ran}
-    by_id.update({call.id: _Outcome(call=call, args=decode_arguments(call.arguments)[0], result=asked[call.id]) for call in calls if call.id in asked})
+    for call in calls:
+        if call.id in asked:
+            by_id[call.id] = _Outcome(call=call, args=decode_arguments(call.arguments)[0], result=asked[call.id])
     outcomes = [by_id[call.id] for call in calls if call.id in by_id]
     halted = next((o for o in outcomes if o.result.pending is not None), None)
     if halted is not None:
         # A call that consumed an answer keeps its result, so a later resume does not ask again.
         answered = {o.call.id: o for o in outcomes if o.call.id in answers and o.result.pending is None}
         settled = {**kept, **{cid: o.result for cid, o in answered.items()}}
-        entries = [(call.id, settled[call.id]) for call in calls if call.id in settled] + [(halted.call.id, halted.result)]
+        entries = [(call.id, settled[call.id]) for call in calls if call.id in settled]
+        entries.append((halted.call.id, halted.result))
         state.messages.extend(engine.style.tool_result_messages(entries))
         state.records.extend(_record(o) for o in answered.values())
         state.records.append(_record(halted))
@@ -370,7 +388,10 @@ def _tool_phase(
 def _record(outcome: _Outcome) -> ToolCallRecord:
     args = outcome.args if isinstance(outcome.args, dict) else {}
     result = outcome.result
-    return ToolCallRecord(id=outcome.call.id, name=outcome.call.name, args=args, output=result.output, is_error=result.is_error, metadata=result.metadata)
+    call = outcome.call
+    return ToolCallRecord(
+        id=call.id, name=call.name, args=args, output=result.output, is_error=result.is_error, metadata=result.metadata
+    )
 
 
 def decode_arguments(raw: Any) -> tuple[Any, str | None]:
@@ -452,7 +473,7 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
         if spec.journal is not None:
             spec.journal.tool_done(begun.turn, call.id, result)
         traced.result(result)
-    _emit_tool(spec, toolkit, call.name, result, begun.started)
+    _tool_metric(spec, toolkit, call.name, result, begun.started)
     return _Outcome(call=call, args=args, result=result)
 
 
@@ -496,9 +517,9 @@ def _context(spec: RunSpec, call: ToolCall, request: Request | None, answer: Ans
     return ToolContext(**given, handle_id=spec.handle_id, call_id=call.id, idempotency_key=key)
 
 
-def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:
+def _tool_metric(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, started: float) -> None:
     found = toolkit.get(name)
-    event: dict[str, Any] = {
+    metric: dict[str, Any] = {
         "event": "tool",
         "tool": name,
         "source": found.source if found is not None else "unknown",
@@ -506,5 +527,5 @@ def _emit_tool(spec: RunSpec, toolkit: Toolkit, name: str, result: ToolResult, s
         "ms": round((time.perf_counter() - started) * 1000, 3),
     }
     if result.pending is not None:
-        event["pending"] = True
-    spec.emit(event)
+        metric["pending"] = True
+    spec.metric(metric)

@@ -1,7 +1,9 @@
-"""Metric events and their Prometheus text rendering.
+"""Metrics (what ``on_metric`` gets) and their Prometheus text rendering.
 
-The loop emits one dict per model call, tool call and run; ``Metrics`` folds them into
-counters and histograms behind one lock, and ``render`` writes the text exposition format.
+A metric is one dict per model call, tool call and run (``{"event": "llm" | "tool" |
+"run", ...}``: the key is part of what hosts read, the word "event" is not ours). The loop
+hands each to its run's ``metric`` sink; ``Metrics`` folds them into counters and
+histograms behind one lock, and ``render`` writes the text exposition format.
 """
 
 from __future__ import annotations
@@ -48,26 +50,27 @@ class Metrics:
         self._run_errors: dict[Labels, int] = defaultdict(int)
         self._cost: dict[Labels, float] = defaultdict(float)
 
-    def record(self, event: dict[str, Any], agent: str = "") -> None:
-        """Fold one event in; ``agent`` labels its cost (empty for a bare ``Client``)."""
-        kind = event.get("event")
+    def record(self, metric: dict[str, Any], agent: str = "") -> None:
+        """Fold one metric in; ``agent`` labels its cost (empty for a bare ``Client``)."""
+        kind = metric.get("event")
         with self._lock:
             if kind == "llm":
-                model = str(event.get("model", ""))
-                self._llm_requests[(("model", model), ("status", str(event.get("status", ""))))] += 1
-                cost = event.get("cost")
+                model = str(metric.get("model", ""))
+                self._llm_requests[(("model", model), ("status", str(metric.get("status", ""))))] += 1
+                cost = metric.get("cost")
                 if isinstance(cost, (int, float)):
                     self._cost[(("agent", agent), ("model", model))] += cost
-                self._tokens[(("type", "prompt"),)] += int(event.get("prompt_tokens") or 0)
-                self._tokens[(("type", "completion"),)] += int(event.get("completion_tokens") or 0)
-                self._llm_seconds[(("model", model),)].observe(float(event.get("ms", 0)) / 1000)
+                self._tokens[(("type", "prompt"),)] += int(metric.get("prompt_tokens") or 0)
+                self._tokens[(("type", "completion"),)] += int(metric.get("completion_tokens") or 0)
+                self._llm_seconds[(("model", model),)].observe(float(metric.get("ms", 0)) / 1000)
             elif kind == "tool":
-                tool = str(event.get("tool", ""))
-                key = (("tool", tool), ("source", str(event.get("source", ""))), ("is_error", _bool(event.get("is_error"))))
+                tool = str(metric.get("tool", ""))
+                source, is_error = str(metric.get("source", "")), _bool(metric.get("is_error"))
+                key = (("tool", tool), ("source", source), ("is_error", is_error))
                 self._tool_calls[key] += 1
-                self._tool_seconds[(("tool", tool),)].observe(float(event.get("ms", 0)) / 1000)
-            elif kind == "run" and event.get("error"):
-                self._run_errors[(("model", str(event.get("model", ""))),)] += 1
+                self._tool_seconds[(("tool", tool),)].observe(float(metric.get("ms", 0)) / 1000)
+            elif kind == "run" and metric.get("error"):
+                self._run_errors[(("model", str(metric.get("model", ""))),)] += 1
 
     def render(self) -> str:
         """The Prometheus text exposition, families in a fixed order, series sorted."""
@@ -79,7 +82,9 @@ class Metrics:
                 _counter("toolnexus_tool_calls_total", "Tool calls by tool, source and error.", self._tool_calls),
                 _histogram("toolnexus_tool_duration_seconds", "Tool call duration.", self._tool_seconds),
                 _counter("toolnexus_run_errors_total", "Runs that ended in an error.", self._run_errors),
-                _counter("toolnexus_cost_usd_total", "US dollars spent on model calls, by agent and model.", self._cost),
+                _counter(
+                    "toolnexus_cost_usd_total", "US dollars spent on model calls, by agent and model.", self._cost
+                ),
             ]
         return "".join(parts)
 
@@ -118,16 +123,18 @@ def _histogram(name: str, help_text: str, series: dict[Labels, _Histogram]) -> s
     return "\n".join(lines) + "\n"
 
 
-def emitter(metrics: Metrics, on_metric: Callable[[dict[str, Any]], Any] | None, agent: str = "") -> Callable[[dict[str, Any]], None]:
-    """One callable that records an event (for ``agent``'s metrics) and hands it to the
+def metric_sink(
+    metrics: Metrics, on_metric: Callable[[dict[str, Any]], Any] | None, agent: str = ""
+) -> Callable[[dict[str, Any]], None]:
+    """One callable that records a metric (for ``agent``'s metrics) and hands it to the
     host's ``on_metric``."""
 
-    def emit(event: dict[str, Any]) -> None:
-        metrics.record(event, agent)
+    def sink(metric: dict[str, Any]) -> None:
+        metrics.record(metric, agent)
         if on_metric is not None:
             try:
-                on_metric(event)
+                on_metric(metric)
             except Exception:
                 log.debug("on_metric raised; ignored", exc_info=True)
 
-    return emit
+    return sink

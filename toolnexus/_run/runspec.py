@@ -25,7 +25,7 @@ from .._tools.output import OutputType
 from .._team.record import Resume
 from .._model.styles._usage import Once
 
-Emit = Callable[[dict[str, Any]], None]
+Metric = Callable[[dict[str, Any]], None]
 
 
 @attrs.frozen(kw_only=True)
@@ -60,7 +60,7 @@ class RunSpec:
     max_turns: int = 10
     hooks: Hooks = Hooks()
     wait_for: Callable[[Request], Answer] | None = None
-    emit: Emit = lambda event: None
+    metric: Metric = lambda metric: None
     guard: Callable[[int], str | None] | None = None
     scope: CancelScope | None = None
     gate: TurnGate | None = None

@@ -87,7 +87,7 @@ class Spending:
                     return caps
                 if self._landings == seen:  # nothing landed since the read: wait for a landing
                     with scope.waking(self._wake) if scope is not None else contextlib.nullcontext():
-                        self._landed.wait_for(lambda: self._landings != seen or (scope is not None and scope.cancelled), REREAD_S)
+                        self._landed.wait_for(lambda: self._landings != seen or _cancelled(scope), REREAD_S)
             if scope is not None and scope.cancelled:
                 raise Cancelled("interrupted while waiting for calls in flight under a money cap")
 
@@ -105,3 +105,7 @@ class Spending:
     def _wake(self) -> None:
         with self._landed:
             self._landed.notify_all()
+
+
+def _cancelled(scope: CancelScope | None) -> bool:
+    return scope is not None and scope.cancelled

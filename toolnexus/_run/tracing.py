@@ -171,7 +171,8 @@ class Tracer:
             attributes["toolnexus.turn.resumed"] = True
             links = [otel.trace.Link(otel.trace.get_current_span(otel.propagator.extract(follows)).get_span_context())]
         kind = otel.trace.SpanKind.INTERNAL
-        span = self._tracer.start_span(f"invoke_agent {name}" if name else "invoke_agent", context=context, kind=kind, attributes=attributes, links=links)
+        title = f"invoke_agent {name}" if name else "invoke_agent"
+        span = self._tracer.start_span(title, context=context, kind=kind, attributes=attributes, links=links)
         if _void(span):
             return INERT
         traced = _AgentSpan(otel, span, self.content)
@@ -184,7 +185,9 @@ class Tracer:
         otel = self._otel
         if otel is None or otel.silent():
             return INERT
-        attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider, "gen_ai.request.model": model}
+        attributes = {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider, "gen_ai.request.model": model
+        }
         span = self._tracer.start_span(f"chat {model}", kind=otel.trace.SpanKind.CLIENT, attributes=attributes)
         if _void(span):
             return INERT
@@ -210,7 +213,8 @@ class Tracer:
             "gen_ai.tool.call.id": call.id,
             "gen_ai.tool.type": "function",
         }
-        span = self._tracer.start_span(f"execute_tool {call.name}", kind=otel.trace.SpanKind.INTERNAL, attributes=attributes)
+        kind = otel.trace.SpanKind.INTERNAL
+        span = self._tracer.start_span(f"execute_tool {call.name}", kind=kind, attributes=attributes)
         if _void(span):
             return INERT
         return _ToolSpan(otel, span, self.content)
@@ -328,7 +332,8 @@ class _ToolSpan(_Span):
 
     def suspended(self, request: Request) -> None:
         if self.recording:
-            self.span.add_event("suspended", {"toolnexus.request.id": request.id, "toolnexus.request.kind": request.kind})
+            details = {"toolnexus.request.id": request.id, "toolnexus.request.kind": request.kind}
+            self.span.add_event("suspended", details)
 
     def result(self, result: ToolResult) -> None:
         if not self.recording:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import attrs
 
+from .._team.port import port_of
 from ..wire import check_json
 from .refused import Refused
 
@@ -239,7 +240,7 @@ def bindings_of(rt: Runtime) -> Bindings:
     with _lock:
         found = _of.get(rt)
         if found is None:
-            tree = rt._tree.store  # where the runtime keeps its tree (a friend's read, as ``sse`` has)
+            tree = port_of(rt).tree_store  # where the runtime keeps its tree
             state = tree.state
             found = _of[rt] = MemoryBindings() if state is None else SqlBindings(state, tree.runtime_id)
         return found

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 
 import attrs
 
-from ..dispatch import Dispatcher, Dispatching
+from .._team.dispatching import Dispatcher, Dispatching
 from .._run import journal
 from . import storedruns
 from ..data import HandleView, Request
@@ -375,8 +375,10 @@ class StoredTree:
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return Ownership(self, owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat)
 
-    def dispatching(self, dispatcher: Dispatcher, tree: HandleTree, owner: str) -> Dispatching:
-        return Dispatching(dispatcher, self, tree, owner)
+    def dispatching(
+        self, dispatcher: Dispatcher, tree: HandleTree, owner: str, clock: Callable[[], float]
+    ) -> Dispatching:
+        return Dispatching(dispatcher, self, tree, owner, clock)
 
     def let_go(self, join_timeout: float) -> None:
         self.stream_events.stop(join_timeout)

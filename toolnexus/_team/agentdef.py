@@ -99,9 +99,15 @@ class AgentDef:
 
     def __attrs_post_init__(self) -> None:
         if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):
-            raise ConfigError(f"agent {self.name!r} has a team, so its tool name 'task' is taken by delegation: rename its own 'task' tool")
+            raise ConfigError(
+                f"agent {self.name!r} has a team, so its tool name 'task' is taken by delegation:"
+                " rename its own 'task' tool"
+            )
         if self.output is not None and any(own.name == FINAL_RESULT for own in self.tools):
-            raise ConfigError(f"agent {self.name!r} has output, which needs the tool name {FINAL_RESULT!r}: rename its own {FINAL_RESULT!r} tool")
+            raise ConfigError(
+                f"agent {self.name!r} has output, which needs the tool name {FINAL_RESULT!r}:"
+                f" rename its own {FINAL_RESULT!r} tool"
+            )
 
     @property
     def team_names(self) -> tuple[str, ...]:

@@ -1,13 +1,15 @@
-"""Closing a subtree: leaf-first, a running turn given until the deadline to finish (none
-with ``force``), then interrupted; the final state stays readable, and the oldest closed
-handles leave memory."""
+"""Stopping handles: ``interrupt`` (a running turn aborts, a queued wake is dropped, a
+pending request is cancelled) and ``close`` (a subtree, leaf-first, a running turn given
+until the deadline to finish, none with ``force``, then interrupted; the final state stays
+readable, and the oldest closed handles leave memory)."""
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from typing import Any, Callable, ContextManager
 
 from .agentdef import call_lifecycle
-from .handle import CLOSED, IDLE, RUNNING, Handle
+from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, Turn
 from .tree import HandleTree
 from .waiting import runnable
 
@@ -16,23 +18,80 @@ _SETTLE_POLL_S = 0.25
 
 
 class Closer:
-    """Closes the handles of one runtime's tree (``interrupt`` is the runtime's verb)."""
+    """Interrupts and closes the handles of one runtime's tree.
 
-    def __init__(self, tree: HandleTree, interrupt: Callable[[Handle], None], clock: Callable[[], float], inline: bool) -> None:
+    ``turn_calls`` counts a running turn's model calls, ``release_slot`` hands a stopped
+    turn's slot on, and ``task_children`` names the ``task`` children a turn made (they
+    stop with it).
+    """
+
+    def __init__(
+        self,
+        tree: HandleTree,
+        clock: Callable[[], float],
+        *,
+        inline: bool,
+        settle_wait_s: float,
+        turn_calls: Callable[[Turn], int],
+        release_slot: Callable[[Handle], None],
+        task_children: Callable[[Handle, int], list[Handle]],
+    ) -> None:
         self._tree = tree
-        self._interrupt = interrupt
         self._clock = clock
         self._inline = inline
+        self._settle_wait_s = settle_wait_s
+        self._turn_calls = turn_calls
+        self._release_slot = release_slot
+        self._task_children = task_children
+
+    # --- interrupt ----------------------------------------------------------------------------
+
+    def interrupt(self, handle: Handle, *, retryable: bool = False) -> None:
+        """``Runtime.interrupt``: the handle decides what interrupting means now; this does
+        the rest (waits for a turn that was settling, cancels the running call, hands the
+        slot on, stops the turn's ``task`` children, cancels the pending request)."""
+        parent = self._tree.parent(handle)
+        locked = (parent, handle) if parent is not None else (handle,)
+        with parent.lock if parent is not None else _NOTHING, handle.lock, self._unit(*locked):
+            outcome = handle.interrupt(parent, self._turn_calls, retryable=retryable)
+        cancelled_request = outcome.request
+        if outcome.settling is not None:
+            settling, record = outcome.settling, handle.record
+            with handle.lock:
+                handle.changed.wait_for(lambda: handle.turn is not settling, timeout=self._settle_wait_s)
+                if record.state == SUSPENDED and record.pending is not None and not retryable:
+                    cancelled_request = record.pending.id  # it settled pending: cancelled, as any suspended handle
+        if outcome.cancel is not None:
+            outcome.cancel.scope.cancel()
+        if outcome.ended is not None:
+            self._release_slot(handle)  # the turn's runner, wherever it is, publishes nothing now
+            for child in self._task_children(handle, outcome.ended):
+                self.interrupt(child, retryable=retryable)
+        if cancelled_request is not None:
+            self._cancel_request(cancelled_request)
+
+    def _cancel_request(self, request_id: str) -> None:
+        """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
+        self._tree.store.unpark(request_id, "cancelled")
+        for handle in self._tree.suspended_on(request_id):
+            with handle.lock, self._unit(handle):
+                handle.cancel(request_id)
+
+    def _unit(self, *handles: Handle) -> ContextManager[Any]:
+        return self._tree.store.change(*handles, dirty=False)
+
+    # --- close ----------------------------------------------------------------------------------
 
     def close_tree(self, handle: Handle, reason: str, deadline: float, force: bool) -> None:
-        with handle.lock, self._tree.store.change(handle, dirty=False):
+        with handle.lock, self._unit(handle):
             children_ids = handle.begin_closing()
             leaf = children_ids == [] and handle.record.state == IDLE and not handle.record.queued
             if leaf:  # an idle leaf closes in the same step
                 self._closed(handle, reason)
         if children_ids is None:
             return
-        if not leaf and not self._close_busy(handle, [self._tree.get(child_id) for child_id in children_ids], reason, deadline, force):
+        children = [self._tree.get(child_id) for child_id in children_ids]
+        if not leaf and not self._close_busy(handle, children, reason, deadline, force):
             return  # another closer got there first
         if handle.definition is not None:
             call_lifecycle(handle.definition.on_close, handle, reason)
@@ -49,14 +108,15 @@ class Closer:
             self.close_tree(child, "parent closed", deadline, force)
         if not force:
             with handle.lock:
-                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=max(0.0, deadline - self._clock()))
+                left = max(0.0, deadline - self._clock())
+                handle.changed.wait_for(lambda: not handle.busy or self._unstarted(handle), timeout=left)
         while True:
             with handle.lock:  # an idle handle has nothing to interrupt
                 handle.sync()
                 idle = handle.record.state == IDLE and not handle.record.queued
             if not idle:
-                self._interrupt(handle)
-            with handle.lock, self._tree.store.change(handle, dirty=False):
+                self.interrupt(handle)
+            with handle.lock, self._unit(handle):
                 state = handle.record.state
                 if state == CLOSED:
                     return False
@@ -86,3 +146,7 @@ class Closer:
     def _unstarted(self, handle: Handle) -> bool:
         """Inline, a turn no thread has picked up has nothing to finish (lock held)."""
         return self._inline and (runnable(handle) or handle.record.queued)
+
+
+#: A context that does nothing: no parent lock at the root (reentrant, so one serves every use).
+_NOTHING: ContextManager[Any] = contextlib.nullcontext()

@@ -6,7 +6,8 @@ adds the lock and the condition that guard it, and every method that changes the
 method changes the state, records the transition, keeps the ledger and notifies waiters
 in one step under ``lock``, inside the tree store's unit of work (``store.change``): in
 memory that is nothing more; in a stored tree it is one committed transaction, joined by
-an enclosing one so that a whole verb step commits at once.
+an enclosing one so that a whole verb step commits at once. A handle's side as a parent
+(its children's slots, their wake queue, its reattachment index) is ``parenting.py``.
 
 Lock order, the one rule for the whole runtime:
 
@@ -32,15 +33,22 @@ from typing import Any, Callable, ContextManager, Protocol
 import attrs
 
 from ..data import AgentResult, Answer, HandleView, Usage
-from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem, Interruption, QueuedWake
-from .record import Resume, RunningTurn, Suspension, TaskEntry, Turn, closed_result, interrupted, stamp_path, view_of
+from .record import CLOSED, IDLE, NOTHING_TO_INTERRUPT, RUNNING, SUSPENDED, FailedTurn, HandleRecord, InboxItem
+from .record import Interruption, QueuedWake, Resume, RunningTurn, Suspension, Turn, closed_result
+from .record import interrupted, stamp_path, view_of
+from .parenting import Parenting
 from ..wire import to_wire
 
-__all__ = ["CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn", "closed_result", "interrupted"]
+__all__ = [
+    "CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn",
+    "closed_result", "interrupted",
+]
 
 ARROW = "\u2192"
 
-_ALLOWED = frozenset({(IDLE, RUNNING), (RUNNING, IDLE), (RUNNING, SUSPENDED), (SUSPENDED, RUNNING), (SUSPENDED, IDLE), (IDLE, CLOSED)})
+_ALLOWED = frozenset(
+    {(IDLE, RUNNING), (RUNNING, IDLE), (RUNNING, SUSPENDED), (SUSPENDED, RUNNING), (SUSPENDED, IDLE), (IDLE, CLOSED)}
+)
 
 
 class IllegalTransition(RuntimeError):
@@ -62,10 +70,12 @@ class RecordStore(Protocol):
 
     def forget_turn(self, handle_id: str, serial: int) -> None: ...
 
-    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None: ...
+    def emit(
+        self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False
+    ) -> None: ...
 
 
-class Handle:
+class Handle(Parenting):
     """A live agent handle. Hosts use ``.id``; every verb also takes the id string."""
 
     def __init__(self, record: HandleRecord, definition: Any, store: RecordStore) -> None:
@@ -152,7 +162,8 @@ class Handle:
     def _publish(self, result: AgentResult) -> None:
         self.record.result = result
         self.record.settled += 1
-        self.store.emit(self.record.id, "result", {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}, result)
+        data = {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}
+        self.store.emit(self.record.id, "result", data, result)
         self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
@@ -205,14 +216,8 @@ class Handle:
         running = record.running
         assert running is not None
         input, resume = self.store.turn_documents(record.id, record.turn_serial)
-        return Turn(
-            serial=record.turn_serial,
-            input=input,
-            before=running.before,
-            resume=resume,
-            segment=running.segment,
-            kept=True,
-        )
+        serial, before, segment = record.turn_serial, running.before, running.segment
+        return Turn(serial=serial, input=input, before=before, resume=resume, segment=segment, kept=True)
 
     def _own(self, turn: Turn, owner: str | None, *, queued_at: float | None = None) -> None:
         """``turn`` is the record's running turn; its input is kept beside the record once
@@ -363,7 +368,8 @@ class Handle:
             inbox, back = self.record.inbox, min(failed.returned, len(self.record.inbox))  # given back: taken again
             self.record.taken, self.record.inbox = self.record.taken + inbox[:back], inbox[back:]
             input, resume = self.store.turn_documents(self.record.id, failed.serial)
-            return Turn(serial=failed.serial, input=input, resume=resume, segment=failed.segment + 1, before=failed.before, kept=True)
+            serial, segment, before = failed.serial, failed.segment + 1, failed.before
+            return Turn(serial=serial, input=input, resume=resume, segment=segment, before=before, kept=True)
 
     def _forget_failed(self) -> None:
         failed = self.record.failed
@@ -456,7 +462,7 @@ class Handle:
                 kept=True,  # its input and journal are in the store since the turn began
             )
             if origin:
-                turn.resume = Resume(call=suspension.call, step=suspension.step, request=suspension.request, answer=answer)
+                turn.resume = Resume(suspension.call, suspension.step, suspension.request, answer)
                 self.store.keep_resume(record.id, record.turn_serial, turn.resume)
             record.suspension = None
             if via_idle:
@@ -478,38 +484,6 @@ class Handle:
             self._forget_failed()
             self._move(CLOSED)
 
-    # --- a parent's slots for its children's turns ------------------------------------------
-
-    def take_slot(self, cap: int | None) -> bool:
-        with self.store.change(self):
-            if cap is not None and self.record.running_children >= cap:
-                return False
-            self.record.running_children += 1
-            return True
-
-    def free_slot(self) -> None:
-        with self.store.change(self):
-            self.record.running_children -= 1
-
-    def queue_wake(self, child_id: str) -> None:
-        """A child's wake waits (FIFO) for one of this handle's slots."""
-        with self.store.change(self):
-            self.record.wake_queue.append(child_id)
-
-    def drop_wake(self, child_id: str) -> None:
-        with self.store.change(self):
-            if child_id in self.record.wake_queue:
-                self.record.wake_queue.remove(child_id)
-
-    def add_child(self, child_id: str) -> None:
-        with self.store.change(self):
-            self.record.children.append(child_id)
-
-    def next_child_number(self) -> int:
-        with self.store.change(self):
-            self.record.spawned += 1
-            return self.record.spawned
-
     # --- the ledger -------------------------------------------------------------------------
 
     def charge_model_call(self) -> None:
@@ -527,17 +501,3 @@ class Handle:
             if own:
                 self.record.tool_calls += count
             self.record.pool_tool_calls += count
-
-    # --- the reattachment index (``task_lock`` held) ---------------------------------------
-
-    def task_entry(self, key: tuple[str, str], serial: int) -> TaskEntry | None:
-        """The child of ``key`` in turn ``serial`` and the id of the call that made it."""
-        entry = self.record.task_keys.get(key)
-        return entry if entry is not None and entry.serial == serial else None
-
-    def remember_task(self, key: tuple[str, str], serial: int, child_id: str, call_id: str) -> None:
-        with self.store.change(self):
-            self.record.task_keys[key] = TaskEntry(serial=serial, child=child_id, call=call_id)
-
-    def task_children(self, serial: int) -> list[str]:
-        return [entry.child for entry in self.record.task_keys.values() if entry.serial == serial]

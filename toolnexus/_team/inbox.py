@@ -1,9 +1,27 @@
-"""A turn's input: the wake's prompt, then the inbox as numbered lines that say where
-each item came from, with items from outside the handle's ancestry fenced as untrusted."""
+"""The inbox: what ``post`` leaves for a handle's next turn, and that turn's input (the
+wake's prompt, then the inbox as numbered lines that say where each item came from, with
+items from outside the handle's ancestry fenced as untrusted)."""
 
 from __future__ import annotations
 
+from ..errors import HandleClosed, InboxFull, ToolnexusError
+from .handle import Handle
 from .record import InboxItem
+from .tree import HandleTree
+
+
+def post(tree: HandleTree, handle: Handle, item: InboxItem, cap: int) -> None:
+    """``Runtime.post``: ``item`` joins the inbox, or the refusal is logged and raised."""
+    with handle.lock, tree.store.change(handle, dirty=False):
+        if not handle.accepting:
+            problem: ToolnexusError = HandleClosed(f"closed: {handle.id} accepts no posts")
+        elif len(handle.record.inbox) >= cap:
+            problem = InboxFull(f"inbox full: {handle.id} holds {cap} items")
+        else:
+            handle.accept_post(item)
+            return
+    tree.event("post_rejected", handle.id, reason=str(problem), sender=item.sender)
+    raise problem
 
 
 def ancestry(handle_id: str) -> set[str]:
@@ -25,7 +43,8 @@ def render_input(prompt: str | None, items: list[InboxItem], trusted: set[str]) 
     def fenced(item: InboxItem) -> InboxItem:
         first, *rest = item.text.splitlines() or [""]
         text = first + "".join(f"\n   | {line}" for line in rest)
-        return InboxItem(sender=" ".join(item.sender.splitlines()), channel=" ".join(item.channel.splitlines()), text=text)
+        sender, channel = " ".join(item.sender.splitlines()), " ".join(item.channel.splitlines())
+        return InboxItem(sender=sender, channel=channel, text=text)
 
     merged = [(fenced(item), count) for item, count in _collapse_ticks(items)]
     inside = [(item, count) for item, count in merged if item.sender in trusted]

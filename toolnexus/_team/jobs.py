@@ -83,7 +83,10 @@ def readier(executor: Executor | None) -> Callable[[], None] | None:
     if executor is None:
         return None
     # A ``pool.Lent`` says whether its shared pool has a thread; another executor is left be.
-    started = bool(executor._threads) if isinstance(executor, ThreadPoolExecutor) else getattr(executor, "has_threads", True)
+    if isinstance(executor, ThreadPoolExecutor):
+        started = bool(executor._threads)
+    else:
+        started = getattr(executor, "has_threads", True)
     if started:
         return None
 

@@ -13,10 +13,12 @@ from .agentdef import AgentDef
 from ..data import AgentResult, Answer, Budget, Request
 from ..hooks import HooksLike
 from .pool import DEFAULT_WORKERS, WorkerPool
+from .port import port_of
+from .runtime import Runtime
+from .task import agent_tool
 from .._tools.tools import Tool
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
     from .._events.streams import RunStream
 
 
@@ -32,6 +34,7 @@ class Agent:
 
     @property
     def name(self) -> str:
+        """The agent's name (its registry name, and a segment of its handles' ids)."""
         return self.definition.name
 
     def __repr__(self) -> str:
@@ -63,15 +66,44 @@ class Agent:
         return made[1]
 
     def runtime(self, **runtime_options: Any) -> Runtime:
-        return _runtime_class()(self.registry, **runtime_options)
+        """A fresh runtime of this agent's registry (``Runtime(agent.registry, ...)``).
+
+        Args:
+            **runtime_options: ``Runtime``'s options.
+
+        Returns:
+            The runtime; closing its root ends it.
+
+        Raises:
+            ConfigError: the options are refused, as ``Runtime`` refuses them.
+        """
+        return Runtime(self.registry, **runtime_options)
+
+    def _borrowing_runtime(self, runtime_options: dict[str, Any]) -> Runtime:
+        """A fresh runtime on the worker threads and model connections this agent keeps."""
+        rt = self.runtime(**self._kept.lend_pool(runtime_options))
+        self._kept.keep(port_of(rt).keep_connections())
+        return rt
 
     def run(self, prompt: str, *, timeout: float | None = None, **runtime_options: Any) -> AgentResult:
         """Run once in a fresh runtime. A pending result keeps the runtime open on
-        ``result.runtime`` for ``resume``; otherwise the runtime is closed. ``timeout``
-        (seconds) is ``Runtime.run_agent``'s. The runtime borrows the agent's kept worker
-        threads and model connections: ``close()`` ends them."""
-        rt = self.runtime(**self._kept.lend_pool(runtime_options))
-        self._kept.keep(rt.keep_connections())
+        ``result.runtime`` for ``resume``; otherwise the runtime is closed. The runtime
+        borrows the agent's kept worker threads and model connections: ``close()`` ends them.
+
+        Args:
+            prompt: what the agent's turn starts from.
+            timeout: seconds, as ``Runtime.run_agent``'s; ``None`` waits as long as it takes.
+            **runtime_options: ``Runtime``'s options (``base_url``, ``model``, ``generate``,
+                ``state``, ``prices``...).
+
+        Returns:
+            The run's ``AgentResult``, with ``runtime`` set to the runtime it ran on.
+
+        Raises:
+            ConfigError: the options are refused, as ``Runtime`` refuses them.
+            StateError: the state failed while the run went on.
+        """
+        rt = self._borrowing_runtime(runtime_options)
         result = rt.run_agent(self.name, prompt, timeout=timeout)
         if result.status != "pending":
             rt.close(rt.root)
@@ -81,9 +113,20 @@ class Agent:
         """``run`` as a stream (``Runtime.stream_agent`` in a fresh runtime): the team's
         events while it works. When it ends, ``stream.result`` carries ``.runtime`` as
         ``run``'s does (kept open for ``resume`` on a pending result, else closed);
-        closing the stream early interrupts the run and closes the runtime."""
-        rt = self.runtime(**self._kept.lend_pool(runtime_options))
-        self._kept.keep(rt.keep_connections())
+        closing the stream early interrupts the run and closes the runtime.
+
+        Args:
+            prompt: what the agent's turn starts from.
+            timeout: seconds; when they are up the stream ends with a ``timeout`` result.
+            **runtime_options: ``Runtime``'s options.
+
+        Returns:
+            A ``RunStream`` of ``Event``.
+
+        Raises:
+            ConfigError: the options are refused, as ``Runtime`` refuses them.
+        """
+        rt = self._borrowing_runtime(runtime_options)
 
         def finished(result: Any) -> Any:
             if result is None or result.status != "pending":
@@ -91,7 +134,7 @@ class Agent:
             return attrs.evolve(result, runtime=rt) if result is not None else None
 
         try:
-            return rt._streams.run_agent(self.name, prompt, timeout, finished)
+            return port_of(rt).stream_agent(self.name, prompt, timeout, finished)
         except BaseException:
             rt.close(rt.root)
             raise
@@ -103,8 +146,53 @@ class Agent:
         self._kept.release_all(wait=True)
 
     def as_tool(self, **runtime_options: Any) -> Tool:
-        """This agent as a plain ``{prompt}`` tool, on a runtime of its own."""
-        return self.runtime(**runtime_options).agent_tool(self.name)
+        """This agent as a plain ``{prompt}`` tool (``Runtime.agent_tool``), on a runtime of
+        its own that the tool belongs to.
+
+        The runtime is the tool's ``resource``: a runtime or ``Client`` given the tool
+        closes it when it closes (ending its threads), as it closes an MCP server's;
+        ``tool.resource.close()`` closes it otherwise.
+
+        Args:
+            **runtime_options: ``Runtime``'s options for the tool's runtime.
+
+        Returns:
+            The tool: each call runs the agent once under the runtime's root; a call that
+            ends pending suspends with the agent's request, and the retry that carries the
+            answer resumes that same run.
+
+        Raises:
+            ConfigError: the options are refused, as ``Runtime`` refuses them.
+        """
+        own = _OwnRuntime(functools.partial(self._borrowing_runtime, runtime_options))
+        own.runtime()  # now: options a runtime refuses fail here, not at the first call
+        return agent_tool(own.runtime, self.name, self.definition.does, resource=own)
+
+
+class _OwnRuntime:
+    """The runtime an ``as_tool`` tool runs on: closed (its root, so its threads end) by
+    whichever owner of the tool closes first, and built again, on the agent's kept threads
+    and connections, by the next call, as an MCP server connects again."""
+
+    def __init__(self, build: Callable[[], Runtime]) -> None:
+        self._build = build
+        self._lock = threading.Lock()  # guards: _runtime
+        self._runtime: Runtime | None = None
+
+    def __repr__(self) -> str:
+        return f"<the runtime of an agent tool: {self._runtime!r}>"
+
+    def runtime(self) -> Runtime:
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = self._build()
+            return self._runtime
+
+    def close(self) -> None:
+        with self._lock:
+            rt, self._runtime = self._runtime, None
+        if rt is not None:
+            rt.close(rt.root)
 
 
 class _Kept:
@@ -150,14 +238,6 @@ class _Kept:
             release()
 
 
-@functools.cache
-def _runtime_class() -> type[Runtime]:
-    """``Runtime``, imported on first use: its module imports this one."""
-    from .runtime import Runtime
-
-    return Runtime
-
-
 def agent(
     name: str,
     *,
@@ -174,8 +254,29 @@ def agent(
     on_metric: Callable[[dict[str, Any]], Any] | None = None,
     output: Any = None,
 ) -> Agent:
-    """Define an agent; ``team`` members may be ``Agent`` objects or registry names.
-    ``tools`` may be ``Tool``s or plain functions; ``output=T`` makes its runs typed."""
+    """Define an agent (``AgentDef``'s fields), ready to ``run``.
+
+    Args:
+        name: its name, ``[A-Za-z0-9_-]+``.
+        does: what it does, as its teammates' ``task`` tool describes it.
+        tools: ``Tool``s or plain functions (a toolkit).
+        soul: its system prompt.
+        team: the agents it may delegate to, as ``Agent`` objects or registry names.
+        budget: its own limits.
+        model: its model; ``"inherit"`` uses the runtime's.
+        wait_for: answers its requests itself (nearest interpreter first).
+        on_spawn: called with each new handle of it.
+        on_close: called with each handle of it and the reason when it closes.
+        hooks: its own hooks, replacing the runtime's.
+        on_metric: its own metric sink, replacing the runtime's.
+        output: a type (attrs class, dataclass, ``TypedDict``, JSON Schema): its runs are typed.
+
+    Returns:
+        The ``Agent``.
+
+    Raises:
+        ConfigError: a name that is not one, or a tool name its team or output needs.
+    """
     return Agent(
         AgentDef(
             name,

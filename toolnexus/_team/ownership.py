@@ -47,7 +47,16 @@ class Ownership:
     "leave" them for an explicit ``recover``); ``on_beat`` runs on every beat after that.
     """
 
-    def __init__(self, rows: OwnerRows, owner: str, *, lease_s: float, recover: str, take_over: TakeOver, on_beat: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        rows: OwnerRows,
+        owner: str,
+        *,
+        lease_s: float,
+        recover: str,
+        take_over: TakeOver,
+        on_beat: Callable[[], None] | None = None,
+    ) -> None:
         self._rows = rows
         self._owner = owner
         self._lease_s = lease_s

@@ -4,8 +4,8 @@ run, run, settled, its slot handed on; and an orphaned turn taken over.
 Each handle runs its turns on a ``concurrent.futures`` worker, or on a thread that waits
 for it: a turn is a claimable job (``_jobs.Job``), and a thread about to block on a turn
 nobody has started runs it itself, so blocked parents never starve their children of
-workers. ``dispatch`` is the one place that hands admitted turns over: to this runtime's
-pool, or with a dispatcher to whichever process of the tree claims the stored turn first.
+workers. Where an admitted turn runs is the ``Execution``'s (``execution.py``): the
+scheduler only begins turns through it and submits their jobs.
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ import contextlib
 import logging
 import threading
 import time
-from concurrent.futures import Executor
 from typing import Any, Callable, ContextManager, Iterator
 
 from . import jobs as _jobs
 from . import budget as budgets
 from .._run import tracing
 from ..data import AgentResult, Answer, RunResult
-from ..dispatch import Dispatching
 from ..errors import Cancelled, HandleClosed, ToolnexusError, UnknownRequest
+from .execution import Execution
 from .handle import RUNNING, SUSPENDED, Handle, Turn
 from .inbox import ancestry, render_input
 from .tree import HandleTree, shown_id, valid_id
@@ -72,8 +71,7 @@ class Scheduler:
         *,
         tree: HandleTree,
         turns: TurnRunner,
-        executor: Executor | None,
-        dispatching: Dispatching | None,
+        execution: Execution,
         owner: str,
         clock: Callable[[], float],
         after_run: TurnHook,
@@ -82,8 +80,7 @@ class Scheduler:
         self._tree = tree
         self._root = tree.root
         self._turns = turns
-        self._executor = executor
-        self.dispatching = dispatching
+        self.execution = execution
         self.owner = owner
         self._clock = clock
         self._after_run = after_run
@@ -94,20 +91,6 @@ class Scheduler:
 
     def _unit(self, *handles: Handle) -> ContextManager[Any]:
         return self._tree.store.change(*handles, dirty=False)
-
-    # --- handing admitted turns over to run ---------------------------------------------------
-
-    def dispatch(self, *jobs: _jobs.Job) -> None:
-        """Hand admitted turns over to run: the only place that does. Here that is this
-        runtime's pool (or, inline, the first thread that waits). Every admitted turn is
-        already in the store with its owner, input and serial, and ``take_over`` claims a
-        stored turn by compare-and-set on its owner: a dispatcher that runs turns in other
-        processes plugs in at these two points: with one, a job sends the turn's message."""
-        for job in jobs:
-            if self.dispatching is not None:
-                job.run()
-            else:
-                _jobs.submit(self._executor, job)
 
     # --- admission ------------------------------------------------------------------------------
 
@@ -121,7 +104,9 @@ class Scheduler:
         with parent.lock, handle.lock, self._unit(parent, handle):
             return self.admit(parent, handle, prompt, trace)
 
-    def admit(self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None) -> _jobs.Job | None:
+    def admit(
+        self, parent: Handle, handle: Handle, prompt: str | None, trace: tracing.Carrier | None
+    ) -> _jobs.Job | None:
         """Check, take a slot and flip to running as one step (both locks held, in one unit)."""
         if not handle.accepting:
             raise HandleClosed(f"closed: {handle.id} cannot be woken")
@@ -144,16 +129,7 @@ class Scheduler:
     def begin(self, handle: Handle, turn: Turn) -> _jobs.Job:
         """``turn`` becomes the handle's running turn (lock held, in its unit): a job that
         runs it, or with a dispatcher one that sends its message."""
-        if self.dispatching is not None:
-            return self.dispatching.queue(handle, turn)
-        turn.job = _jobs.Job(lambda: self.run(handle, turn))
-        handle.begin(turn, self._clock(), self.owner)
-        return turn.job
-
-    def claim(self, handle: Handle, serial: int | None = None, segment: int | None = None) -> _jobs.Job | None:
-        """Take a turn queued for a dispatcher to run here (lock held), or ``None``."""
-        assert self.dispatching is not None
-        return self.dispatching.claim(handle, self._clock(), self.run, serial, segment)
+        return self.execution.begin(handle, turn, self.run)
 
     # --- run and settle -------------------------------------------------------------------------
 
@@ -179,7 +155,7 @@ class Scheduler:
             self._settle(handle, turn, self._turns.failed(handle, turn, exc), None)
             raise
         self._settle(handle, turn, result, run)
-        self._turns.emit_run(handle, result, run, started, error)
+        self._turns.run_metric(handle, result, run, started, error)
 
     def abandoned(self, handle: Handle) -> bool:
         """Whether this runtime could not commit the outcome of ``handle``'s last turn."""
@@ -226,7 +202,9 @@ class Scheduler:
         failed = result.status == "error"
         if not pending:
             self._before_settle(handle, turn.serial, failed)
-        saving = self._tree.store.saving_transcript(handle.id, run.messages) if run is not None and not pending else _NO_TRANSCRIPT
+        saving = _NO_TRANSCRIPT
+        if run is not None and not pending:
+            saving = self._tree.store.saving_transcript(handle.id, run.messages)
         # A final reply still to commit charges the chain: its locks too, root first.
         chain = turn.journal.deferred_chain() if turn.journal is not None else None
         held = list(reversed(chain)) if chain else [handle]
@@ -247,8 +225,7 @@ class Scheduler:
     def on_beat(self) -> None:
         """What the owner's heartbeat does for the scheduler, after each beat."""
         self.release_abandoned()
-        if self.dispatching is not None:
-            self.dispatching.resend_stale()
+        self.execution.on_beat()
 
     def release_abandoned(self) -> None:
         """Give up, in the store, the turns whose outcome could not be committed: each is
@@ -301,7 +278,7 @@ class Scheduler:
                     wake = sibling.dequeue()
                     jobs.append(self._start(sibling, wake.prompt, wake.trace))
                     self._tree.event("wake_dequeued", sibling.id, parent=parent.id)
-        self.dispatch(*jobs)
+        self.execution.submit(*jobs)
 
     # --- resuming a suspended path ---------------------------------------------------------
 
@@ -368,15 +345,11 @@ class Scheduler:
                 return False  # finished, interrupted or claimed by someone else meanwhile
             if mode == "interrupt":
                 handle.abort()
-            elif self.dispatching is not None:
-                job = self.dispatching.requeue(handle)  # a worker takes it over from its journal
             else:
-                turn = handle.stored_turn()
-                turn.job = job = _jobs.Job(lambda: self.run(handle, turn))
-                handle.take_over(turn, self._clock(), self.owner)
+                job = self.execution.take_over(handle, self.run)
             self._tree.event("recovered", handle.id, mode=mode, owner=dead_owner)
         if job is None:
             self.release_slot(handle)
         else:
-            self.dispatch(job)
+            self.execution.submit(job)
         return True

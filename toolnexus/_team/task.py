@@ -4,7 +4,8 @@ A ``task`` call is spawn, wake, wait and close fused, with the parent's reattach
 index keyed by ``(agent, prompt)`` within the turn that made the child: a repeated or
 replayed call reattaches to that child (settled ⇒ its result; suspended ⇒ its request;
 running ⇒ wait for it), except that a child which ended in failure is retried with a
-fresh one. Written against ``Team``, the few runtime calls it needs.
+fresh one. Written against ``Team``, the few runtime calls it needs (the runtime's
+private port, ``port.RuntimePort``); ``agent_tool`` uses public verbs only.
 """
 
 from __future__ import annotations
@@ -28,19 +29,12 @@ log = logging.getLogger("toolnexus")
 
 
 class Team(Protocol):
-    """The runtime calls delegation makes (``Runtime`` has them)."""
+    """The runtime calls delegation makes: a ``task`` call's child is made, waited for,
+    resumed and closed through them (``port.RuntimePort`` has them)."""
 
     def definition(self, name: str) -> AgentDef: ...
 
     def inspect(self, h: Handle | str) -> HandleView: ...
-
-    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult: ...
-
-    def resume(self, answer: Answer) -> None: ...
-
-    def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult: ...
-
-    def close(self, h: Handle | str, force: bool = False) -> None: ...
 
     def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
         """Spawn ``agent`` under ``parent``, remember it in the index for turn ``serial``
@@ -58,6 +52,19 @@ class Team(Protocol):
     def retry(self, h: Handle | str) -> None:
         """Admit a handle's failed last turn again, from its journal."""
 
+
+class Verbs(Protocol):
+    """The public verbs ``agent_tool`` drives (``Runtime`` has them)."""
+
+    def run_agent(self, name: str, prompt: str, *, timeout: float | None = None) -> AgentResult: ...
+
+    def resume(self, answer: Answer) -> None: ...
+
+    def wait(self, h: Handle | str, timeout: float | None = None) -> AgentResult: ...
+
+    def close(self, h: Handle | str, force: bool = False) -> None: ...
+
+
 TASK_DESCRIPTION = "Delegate a subtask to an isolated subagent."
 
 _AGENT_PROPERTY = {"type": "string", "description": "Team agent to delegate to"}
@@ -74,24 +81,33 @@ def task_schema(team: list[str]) -> dict[str, Any]:
     """``TASK_SCHEMA`` with the team listed as the ``agent`` property's ``enum``: small
     models pick a real teammate when the schema names them, and rarely otherwise."""
     agent = {**_AGENT_PROPERTY, "enum": sorted(team)}
-    return {"type": "object", "properties": {"agent": agent, "prompt": dict(_PROMPT_PROPERTY)}, "required": ["agent", "prompt"]}
+    properties = {"agent": agent, "prompt": dict(_PROMPT_PROPERTY)}
+    return {"type": "object", "properties": properties, "required": ["agent", "prompt"]}
 
 
 def task_description(team: dict[str, str]) -> str:
     """The description the model sees: the caller's own team only, sorted by name."""
     listing = "; ".join(f"{name}: {does}" for name, does in sorted(team.items()))
-    return f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer. Available agents — {listing}"
+    return (
+        f"{TASK_DESCRIPTION} It runs on a fresh transcript and returns its final answer."
+        f" Available agents — {listing}"
+    )
 
 
 class Delegation:
     """The mechanics behind every ``task`` call of one runtime's tree."""
 
-    def __init__(self, team: Team, tree: HandleTree, dispatch: Callable[..., None]) -> None:
-        self._team = team
-        self._tree = tree
-        self._dispatch = dispatch
+    #: The runtime calls it makes, set once the runtime's port is built: the port is made
+    #: of the parts (turns, scheduler) that are built with this delegation's hooks.
+    team: Team
 
-    def task_child(self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = "") -> Handle | ToolResult:
+    def __init__(self, tree: HandleTree, submit: Callable[..., None]) -> None:
+        self._tree = tree
+        self._submit = submit
+
+    def task_child(
+        self, parent: Handle, serial: int, agent: str, prompt: str, call_id: str = ""
+    ) -> Handle | ToolResult:
         """The child for one ``task`` call: reattached by key within the turn ``serial``,
         or spawned and woken. A child that ended ``error``, ``interrupted`` or ``timeout``
         is not reattached by another call: that repeated call is a retry and runs a fresh
@@ -103,22 +119,25 @@ class Delegation:
                 parent.sync()
                 entry = parent.task_entry(key, serial)
             child = self._tree.get(entry.child) if entry is not None else None
-            if child is not None and entry is not None and (not call_id or entry.call != call_id) and _ended_in_failure(child):
+            another_call = entry is not None and (not call_id or entry.call != call_id)
+            if child is not None and another_call and _ended_in_failure(child):
                 child = None
             if child is None:
                 try:
-                    return self._team.spawn_woken(parent, agent, prompt, serial, call_id)
+                    return self.team.spawn_woken(parent, agent, prompt, serial, call_id)
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
-        self._tree.event("reattach", child.id, parent=parent.id, state=self._team.inspect(child).state)
+        self._tree.event("reattach", child.id, parent=parent.id, state=self.team.inspect(child).state)
         self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt}, now=True)
         if _retryable(child):
-            self._team.retry(child)  # the parent's turn is tried again: so is the child's
+            self.team.retry(child)  # the parent's turn is tried again: so is the child's
         return child
 
     def delegate(self, parent: Handle, serial: int, agent: str, prompt: str, ctx: ToolContext) -> ToolResult:
         """One ``task`` call: spawn, wake, wait and close fused, reattaching by key."""
-        child = ctx.prepared if isinstance(ctx.prepared, (Handle, ToolResult)) else self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
+        child = ctx.prepared
+        if not isinstance(child, (Handle, ToolResult)):
+            child = self.task_child(parent, serial, agent, prompt, ctx.call_id or "")
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
@@ -129,7 +148,7 @@ class Delegation:
             output = result_as_tool_output(agent, result)
             return attrs.evolve(output, metadata={**(output.metadata or {}), RETRY_LATER: True})
         if result.status != "pending":
-            self._team.close_child(child, force=False)
+            self.team.close_child(child, force=False)
         return result_as_tool_output(agent, result)
 
     def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
@@ -139,8 +158,8 @@ class Delegation:
             if record.state == SUSPENDED and not answer_fits:
                 return record.result  # type: ignore[return-value]
         if answer_fits:
-            self._team.resume_below(ctx.answer, child)  # type: ignore[arg-type]
-        return self._team.settled(child)
+            self.team.resume_below(ctx.answer, child)  # type: ignore[arg-type]
+        return self.team.settled(child)
 
     def children(self, handle: Handle, serial: int) -> list[Handle]:
         """The task children the turn ``serial`` of ``handle`` made."""
@@ -161,7 +180,7 @@ class Delegation:
             with child.lock:
                 job = child.turn.job if runnable(child) else None  # type: ignore[union-attr]
             if job is not None:
-                self._dispatch(job)
+                self._submit(job)
 
     def retire(self, handle: Handle, serial: int, failed: bool) -> None:
         """A finished turn leaves no delegated child waiting: a child still suspended
@@ -169,13 +188,14 @@ class Delegation:
         so is a failed one, unless the turn failed too (both may be tried again)."""
         for child in self.children(handle, serial):
             with child.lock:
-                waiting = child.record.state == SUSPENDED or (not failed and child.record.failed is not None and child.accepting)
+                failed_alone = not failed and child.record.failed is not None and child.accepting
+                waiting = child.record.state == SUSPENDED or failed_alone
             if waiting:
-                self._team.close_child(child, force=True)
+                self.team.close_child(child, force=True)
 
     def task_tool(self, parent: Handle, serial: int) -> Tool:
         """The ``task`` tool for one turn (``serial``) of ``parent``."""
-        return task_tool(self, self._team, parent, serial)
+        return task_tool(self, self.team, parent, serial)
 
 
 def _does(team: Team, name: str) -> str | None:
@@ -214,7 +234,8 @@ def task_tool(delegation: Delegation, team: Team, parent: Handle, serial: int) -
         return delegation.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
     # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
-    return Tool("task", task_description(known_team), task_schema(list(members)), execute, source="agent", prepare=prepare, retry="safe")
+    description, schema = task_description(known_team), task_schema(list(members))
+    return Tool("task", description, schema, execute, source="agent", prepare=prepare, retry="safe")
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
@@ -229,15 +250,17 @@ def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:
     return ToolResult(output=text, is_error=result.is_error, metadata=metadata)
 
 
-def agent_tool(rt: Team, name: str) -> Tool:
-    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close.
+def agent_tool(runtime: Callable[[], Verbs], name: str, does: str, *, resource: Any = None) -> Tool:
+    """The agent ``name`` as a plain ``{prompt}`` tool: spawn, wake, wait, close, on the
+    runtime ``runtime()`` returns at each call (``Runtime.agent_tool``: itself;
+    ``Agent.as_tool``: its own, built again after its owner closed it).
 
     A run that ends pending suspends the calling tool with the agent's request; the retry
-    that carries the Answer resumes that same agent rather than starting a new one.
+    that carries the Answer resumes that same agent (on the runtime it ran on) rather than
+    starting a new one.
     """
-    definition = rt.definition(name)
     lock = threading.Lock()  # guards: parked
-    parked: dict[str, str] = {}  # request id -> the handle waiting on it
+    parked: dict[str, tuple[Verbs, str]] = {}  # request id -> the runtime and handle waiting on it
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         prompt = args.get("prompt")
@@ -246,19 +269,25 @@ def agent_tool(rt: Team, name: str) -> Tool:
         with lock:
             waiting = parked.pop(ctx.answer.id, None) if ctx.answer is not None else None
         if waiting is not None:
+            rt, handle_id = waiting
             rt.resume(ctx.answer)  # type: ignore[arg-type]
-            result = rt.wait(waiting)
+            result = rt.wait(handle_id)
             if result.status != "pending":
-                rt.close(waiting)
+                rt.close(handle_id)
         else:
+            rt = runtime()
             result = rt.run_agent(name, prompt)
         if result.status == "pending" and result.pending is not None:
             with lock:
-                parked[result.pending.id] = result.handle_id
+                parked[result.pending.id] = (rt, result.handle_id)
         return result_as_tool_output(name, result)
 
-    schema = {"type": "object", "properties": {"prompt": {"type": "string", "description": "What to do"}}, "required": ["prompt"]}
-    return Tool(name, definition.does, schema, execute, source="agent")
+    schema = {
+        "type": "object",
+        "properties": {"prompt": {"type": "string", "description": "What to do"}},
+        "required": ["prompt"],
+    }
+    return Tool(name, does, schema, execute, source="agent", resource=resource)
 
 
 _RETRIED_STATUSES = ("error", "interrupted", "timeout")
@@ -269,7 +298,8 @@ def _ended_in_failure(child: Handle) -> bool:
     with child.lock:
         child.sync()
         record = child.record
-        return not child.busy and record.state != SUSPENDED and record.result is not None and record.result.status in _RETRIED_STATUSES
+        settled = not child.busy and record.state != SUSPENDED
+        return settled and record.result is not None and record.result.status in _RETRIED_STATUSES
 
 
 def _retryable(child: Handle) -> bool:

@@ -153,7 +153,7 @@ class TreeStore(Protocol):
 
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership: ...
 
-    def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str) -> Any:
+    def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str, clock: Callable[[], float]) -> Any:
         """The runtime's side of a dispatcher (``dispatch.Dispatching``): turns that any
         process of the tree may run."""
 
@@ -315,7 +315,7 @@ class MemoryTree:
     def ownership(self, owner: str, *, lease_s: float, recover: str, take_over: Any, on_beat: Callable[[], None] | None) -> Ownership:
         return _Solo()
 
-    def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str) -> Any:
+    def dispatching(self, dispatcher: Any, tree: HandleTree, owner: str, clock: Callable[[], float]) -> Any:
         raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
 
     def let_go(self, join_timeout: float) -> None:

@@ -7,6 +7,7 @@ handle takes that handle's lock for a moment and never holds it across the model
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -23,7 +24,7 @@ from .._events.log import RunEvents
 from .handle import Handle, Turn
 from ..hooks import Hooks
 from .._run.runspec import Engine, RunSpec
-from .._run.metrics import Metrics, emitter
+from .._run.metrics import Metrics, metric_sink
 from .._model.pricing import Price
 from .._run.spending import Cap, Spending
 from .._tools.output import output_type
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolnexus")
 
-Emit = Callable[[dict[str, Any]], None]
+Metric = Callable[[dict[str, Any]], None]
 
 
 class TurnRunner:
@@ -80,8 +81,8 @@ class TurnRunner:
         self._tree_store = tree_store
         self._owner = owner
         self._around_tool = around_tool
-        self._emitters_lock = threading.Lock()  # guards: _emitters
-        self._emitters: dict[str, Emit] = {}
+        self._sinks_lock = threading.Lock()  # guards: _sinks
+        self._sinks: dict[str, Metric] = {}
         self._calls_lock = threading.Lock()  # guards: Turn.model_calls
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
@@ -90,7 +91,10 @@ class TurnRunner:
         The turn is one ``invoke_agent`` span, nested where the turn was queued.
         """
         name, model = handle.definition.name, self.model_of(handle.definition)
-        with self.trace.agent(name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input) as traced:
+        span = self.trace.agent(
+            name, model=model, handle_id=handle.id, parent=turn.trace, follows=turn.suspended_trace, text=turn.input
+        )
+        with span as traced:
             result, run = self._execute(handle, turn)
             traced.done(result.status, result.text, result.pending)
         if result.pending is not None:
@@ -102,7 +106,8 @@ class TurnRunner:
         spent = self.chain_limit(handle)
         if spent is not None:
             text = budgets.on_chain(spent, handle.id)
-            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=self._spent(handle, turn)), None
+            usage = self._spent(handle, turn)
+            return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=usage), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
@@ -128,7 +133,14 @@ class TurnRunner:
     def failed(self, handle: Handle, turn: Turn, exc: BaseException) -> AgentResult:
         """A turn that raised: an error result for the waiters, never an exception."""
         text = f"{type(exc).__name__}: {exc}"
-        return AgentResult(text=text, status="error", is_error=True, turns=self.turn_calls(turn), usage=self._spent(handle, turn), handle_id=handle.id)
+        return AgentResult(
+            text=text,
+            status="error",
+            is_error=True,
+            turns=self.turn_calls(turn),
+            usage=self._spent(handle, turn),
+            handle_id=handle.id,
+        )
 
     def halted_call(self, run: RunResult | None) -> tuple[int, str]:
         """The model step and the call a run that ended pending halted on (the last tool
@@ -143,8 +155,11 @@ class TurnRunner:
         with self._calls_lock:
             return turn.model_calls
 
-    def emit_run(self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None) -> None:
-        event: dict[str, Any] = {
+    def run_metric(
+        self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None
+    ) -> None:
+        """The ``run`` metric of a finished turn, to the agent's ``on_metric`` and the metrics."""
+        metric: dict[str, Any] = {
             "event": "run",
             "model": run.model if run is not None else self.model_of(handle.definition),
             "turns": result.turns,
@@ -154,10 +169,10 @@ class TurnRunner:
             "handle": handle.id,
         }
         if error is not None:
-            event["error"] = error
+            metric["error"] = error
         if result.cost is not None:
-            event["cost"] = result.cost
-        self._emitter(handle.definition)(event)
+            metric["cost"] = result.cost
+        self._sink(handle.definition)(metric)
 
     def model_of(self, definition: AgentDef) -> str:
         return model_of(definition, self.model)
@@ -166,14 +181,17 @@ class TurnRunner:
         definition: AgentDef = handle.definition
         budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
         capped = budget.max_cost is not None
-        turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, lambda: self._count_call(turn), defer_final=not capped)
+        counted = functools.partial(self._count_call, turn)
+        turn.journal = self._tree_store.journal(
+            handle, turn, self._lineage, self._owner, counted, defer_final=not capped
+        )
         return RunSpec(
             model=self.model_of(definition),
             system=definition.soul or None,
             max_turns=budgets.max_turns(budget),
             hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
             wait_for=definition.wait_for,
-            emit=self._emitter(definition),
+            metric=self._sink(definition),
             guard=lambda _turns: self._own_limit(handle, turn),
             scope=turn.scope,
             gate=self._gate,
@@ -192,14 +210,14 @@ class TurnRunner:
             needs_usage=capped or budget.max_tokens is not None,
         )
 
-    def _emitter(self, definition: AgentDef) -> Emit:
+    def _sink(self, definition: AgentDef) -> Metric:
         """The def's own ``on_metric`` replaces the runtime's; both feed the metrics."""
-        with self._emitters_lock:
-            emit = self._emitters.get(definition.name)
-            if emit is None:
+        with self._sinks_lock:
+            sink = self._sinks.get(definition.name)
+            if sink is None:
                 on_metric = definition.on_metric if definition.on_metric is not None else self._on_metric
-                emit = self._emitters[definition.name] = emitter(self.metrics, on_metric, definition.name)
-            return emit
+                sink = self._sinks[definition.name] = metric_sink(self.metrics, on_metric, definition.name)
+            return sink
 
     # --- the ledger and the limits --------------------------------------------------------
 
@@ -226,7 +244,8 @@ class TurnRunner:
             handle.sync(exact=True)
             if not handle.owned_by(self._owner):
                 raise Cancelled(f"the turn of {record.id} was interrupted or taken over by another process")
-            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, self._clock() - turn.started, record.cost)
+            wall = self._clock() - turn.started
+            return budgets.turn_limit(record.budget, record.tokens, record.pool_tool_calls, wall, record.cost)
 
     def _flight(self, handle: Handle, turn: Turn) -> Callable[[], ContextManager[str | None]]:
         """Around each model call of a capped handle: the money caps of the handle and of
@@ -241,7 +260,8 @@ class TurnRunner:
                 with each.lock:
                     each.sync(exact=True)
                     record = each.record
-                    found.append(Cap(handle_id=record.id, cap=cap, spent=record.cost or 0.0, largest=record.largest_cost))
+                    spent = record.cost or 0.0
+                    found.append(Cap(handle_id=record.id, cap=cap, spent=spent, largest=record.largest_cost))
             return found
 
         return lambda: self._spending.flight(caps, turn.scope)
@@ -252,13 +272,20 @@ class TurnRunner:
         for each in self._lineage(handle):
             with each.lock:
                 each.sync(exact=True)
-                spent = budgets.pool_limit(each.record.budget, each.record.tokens, each.record.pool_tool_calls, each.record.cost)
+                record = each.record
+                spent = budgets.pool_limit(record.budget, record.tokens, record.pool_tool_calls, record.cost)
             if spent is not None:
                 return spent
         return None
 
 
-def check_priced(registry: Mapping[str, AgentDef], model: str, prices: Mapping[str, Price], capped: str | None = None, budget: Budget | None = None) -> Mapping[str, Price]:
+def check_priced(
+    registry: Mapping[str, AgentDef],
+    model: str,
+    prices: Mapping[str, Price],
+    capped: str | None = None,
+    budget: Budget | None = None,
+) -> Mapping[str, Price]:
     """A money cap needs a price for the model of every agent it applies to: ``capped``
     (under its carved ``budget``) and every agent it may delegate to, as their children
     inherit the cap; without ``capped``, each agent whose own budget has a ``max_cost``.

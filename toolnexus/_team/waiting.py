@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from . import jobs as _jobs
 from ..data import AgentResult
-from ..dispatch import Dispatching
+from .execution import Execution
 from .handle import CLOSED, Handle, Turn, closed_result
 from .._tools.output import typed_result
 from .tree import HandleTree
@@ -35,21 +35,21 @@ class Waiter:
         *,
         tree: HandleTree,
         turns: TurnRunner,
-        dispatching: Dispatching | None,
-        clock: Callable[[], float],
+        execution: Execution,
         run_turn: Callable[[Handle, Turn], None],
         interrupt: Callable[[Handle], None],
         inline: bool,
     ) -> None:
         self._tree = tree
         self._turns = turns
-        self._dispatching = dispatching
-        self._clock = clock
+        self._execution = execution
         self._run_turn = run_turn
         self._interrupt = interrupt
         self._inline = inline
 
-    def next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False) -> AgentResult:
+    def next_result(
+        self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool = False
+    ) -> AgentResult:
         """Wait for the handle's next settled result, running its unstarted turn here when
         ``run_here``. Inline, a wake queued behind ``max_concurrent`` runs the unstarted
         sibling turn that holds the slot first. ``stop_at_deadline``: a turn this thread
@@ -59,7 +59,9 @@ class Waiter:
         result = self._next_result(handle, timeout, run_here=run_here, stop_at_deadline=stop_at_deadline)
         return typed_result(handle.definition, result)
 
-    def _next_result(self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool) -> AgentResult:
+    def _next_result(
+        self, handle: Handle, timeout: float | None, *, run_here: bool, stop_at_deadline: bool
+    ) -> AgentResult:
         deadline = None if timeout is None else time.monotonic() + timeout
         record = handle.record
         with handle.lock:
@@ -68,6 +70,7 @@ class Waiter:
                 return record.result
             since, lost = record.settled, handle.lost_count
         looked = -_LOOK_AGAIN_S  # when this thread last found no queued sibling to run
+        helping = run_here and self._execution.shared  # this thread takes turns queued for any process
         while True:
             with handle.lock:
                 _sync(handle)
@@ -78,26 +81,26 @@ class Waiter:
                 if record.state == CLOSED:
                     return closed_result(record)
                 job = handle.turn.job if run_here and runnable(handle) else None  # type: ignore[union-attr]
-                helper = self._dispatching if run_here else None  # with a dispatcher, this thread runs queued turns
-                if job is None and helper is not None:
-                    job = helper.claim(handle, self._clock(), self._run_turn)  # nobody started it: run it here
+                if job is None and run_here:
+                    job = self._execution.claim(handle, self._run_turn)  # queued, nobody started it: run it here
                 behind = job is None and run_here and self._inline and record.queued
             owner = handle
             if behind:
                 owner, job = self._slot_holder(handle)
-            if job is None and helper is not None and time.monotonic() - looked >= _LOOK_AGAIN_S:
-                job = helper.sibling_job(handle, self._clock(), self._run_turn)  # meanwhile, run a queued sibling
+            if job is None and helping and time.monotonic() - looked >= _LOOK_AGAIN_S:
+                job = self._execution.queued_sibling(handle, self._run_turn)  # meanwhile, run a queued sibling
                 looked = time.monotonic() if job is None else -_LOOK_AGAIN_S  # none queued: look again later
             if job is None:
                 with handle.lock:
-                    if record.settled > since or handle.lost_count > lost or record.state == CLOSED or (run_here and runnable(handle)):
+                    changed = record.settled > since or handle.lost_count > lost or record.state == CLOSED
+                    if changed or (run_here and runnable(handle)):
                         continue  # changed while the siblings were looked at
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         turns = self._turns.turn_calls(handle.turn) if handle.turn is not None else 0
                         break
                     # A helper with queued turns looks around again soon: not "here".
-                    self._tree.store.wait(handle, remaining, here=helper is None and handle.turn is not None)
+                    self._tree.store.wait(handle, remaining, here=not helping and handle.turn is not None)
                 continue
             if deadline is None or not stop_at_deadline:
                 job.run()
