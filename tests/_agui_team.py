@@ -165,13 +165,13 @@ def app(state: str, heartbeat_s: float = 15.0) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    """``python _agui_team.py first STATE THREAD``: the thread's first run in this process,
-    its events printed as one JSON list; the runtime then lets go of the tree."""
+    """``python _agui_team.py first STATE RUNTIME_ID THREAD``: the thread's first run in this
+    process, its events printed as one JSON list; the runtime then lets go of the tree."""
     from toolnexus import agui
 
-    command, state, thread = argv
+    command, state, runtime_id, thread = argv
     assert command == "first"
-    rt = runtime(state)
+    rt = runtime(state, runtime_id=runtime_id)
     try:
         print(json.dumps(list(agui.events(rt, body(thread, "run-1", [user("the Q3 report")]), agent="assistant"))))
     finally:

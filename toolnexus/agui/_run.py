@@ -68,7 +68,8 @@ class Run:
     def _run(self) -> Iterator[dict[str, Any] | None]:
         started, run_input = self._started, self._started.plan.input
         spans = dict(started.binding.data.get("spans") or {})
-        translator = Translator(started.tree, spans=spans, frontend={tool.name for tool in run_input.tools})
+        frontend = {tool.name for tool in run_input.tools}
+        translator = Translator(started.tree, spans=spans, frontend=frontend, answered=started.plan.answered)
         ids = {"threadId": run_input.thread_id, "runId": run_input.run_id}
         yield event("RUN_STARTED", **ids, protocolVersion=PROTOCOL_VERSION)
         try:

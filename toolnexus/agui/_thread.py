@@ -65,6 +65,8 @@ class Plan:
     stashed: dict[str, Answer] = attrs.Factory(dict)
     #: The request the run answers, when it resumes the thread.
     request: Request | None = None
+    #: The frontend calls the input's tool messages answer (the client has their results).
+    answered: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -159,7 +161,8 @@ def _answering(made: Plan, binding: Binding, request: Request) -> Plan:
         )
     _no_stray_answers(made, binding, pending)
     stashed = {call: _frontend_answer("", given[call]) for call in pending if call != halted}
-    return attrs.evolve(made, answer=_frontend_answer(request.id, given[halted]), stashed=stashed, request=request)
+    answer = _frontend_answer(request.id, given[halted])
+    return attrs.evolve(made, answer=answer, stashed=stashed, request=request, answered=tuple(pending))
 
 
 def _frontend_answer(request_id: str, given: ToolAnswer) -> Answer:

@@ -35,10 +35,13 @@ class Translator:
 
     ``spans`` is what the thread knows of its teammates' spans (from earlier runs: a
     resumed run starts those on the waiting path again); ``frontend`` the names of the
-    tools the client runs.
+    tools the client runs, and ``answered`` the calls of them the input has the results of
+    (a frontend call gets no ``TOOL_CALL_RESULT``: the client's own tool message is it).
     """
 
-    def __init__(self, tree: TreeState, *, spans: dict[str, dict[str, Any]], frontend: set[str]) -> None:
+    def __init__(
+        self, tree: TreeState, *, spans: dict[str, dict[str, Any]], frontend: set[str], answered: tuple[str, ...] = ()
+    ) -> None:
         self.thread = thread = tree.thread
         self.tree = tree
         self.spans = {key: dict(value) for key, value in spans.items()}
@@ -52,6 +55,7 @@ class Translator:
         #: The thread agent's calls streamed in this run, and its frontend calls still open.
         self.calls: list[str] = []
         self.frontend_open: list[str] = []
+        self._hosted = set(answered)  # frontend calls: their results are the client's own messages
 
     # --- a run's first and last events ---------------------------------------------------------
 
@@ -128,6 +132,7 @@ class Translator:
             self.calls.append(call)
             if name in self._frontend:
                 self.frontend_open.append(call)
+                self._hosted.add(call)
         parent = self._steps.get(handle)
         out = [event("TOOL_CALL_START", toolCallId=call, toolCallName=name, parentMessageId=parent, subagentRunId=tag)]
         if arguments:
@@ -139,6 +144,8 @@ class Translator:
         call = str(data.get("id"))
         if call in self.frontend_open:
             self.frontend_open.remove(call)
+        if call in self._hosted and handle == self.thread:
+            return []
         content = str(data.get("output") or "")
         tag = self.tag(handle)
         fields = {"messageId": new_id(), "toolCallId": call, "content": content, "role": "tool", "subagentRunId": tag}

@@ -1,0 +1,103 @@
+"""``@ag-ui/client`` 1.0.0's ``HttpAgent`` (node) holds a conversation with the AG-UI endpoint
+of a Flask app under gunicorn (two worker processes, threads, one SQLite state): a
+teammate's work as a span, an approval as an interrupt and its resume, a frontend tool the
+client answers, and the final answer. The client must see every run end with
+``RUN_FINISHED`` (it counts a stream that just stops as a success) and say nothing about
+what it was sent (it warns, and carries on, on a field it does not know or a state patch
+that does not apply)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flask")
+pytest.importorskip("gunicorn")
+
+from _gunicorn import free_port, serving  # noqa: E402
+from _services import missing, service_url  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+CLIENT_S = 60
+
+
+@pytest.fixture(scope="module")
+def node_modules() -> str:
+    found = service_url("agui-client")
+    if shutil.which("node") is None:
+        missing("node is not installed (the AG-UI client runs on node 20)")
+    if not (Path(found) / "@ag-ui" / "client").is_dir():
+        pytest.fail(f"TOOLNEXUS_TEST_AGUI_CLIENT={found} holds no @ag-ui/client")
+    return found
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: Any, node_modules: str) -> Any:
+    port = free_port()
+    state = str(tmp_path_factory.mktemp("agui") / "threads.db")
+    with serving(port, str(TESTS), f"_agui_team:app({state!r})", "--threads", "4", "--worker-class", "gthread"):
+        yield f"http://127.0.0.1:{port}/agui"
+
+
+def converse(url: str, node_modules: str, thread: str, token: str = "alice") -> tuple[dict[str, Any], str]:
+    env = {**os.environ, "NODE_PATH": node_modules}
+    done = subprocess.run(
+        ["node", str(TESTS / "_agui_client.cjs"), url, token, thread],
+        capture_output=True, text=True, timeout=CLIENT_S, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_httpagent_holds_a_conversation_with_the_endpoint_under_gunicorn(server: str, node_modules: str) -> None:
+    seen, said = converse(server, node_modules, "thread-1")
+    assert "[ag-ui]" not in said and "Failed to apply" not in said, said  # nothing stripped, no patch dropped
+    first, second, third = seen["runs"]
+    for each in seen["runs"]:
+        assert "rejected" not in each and each["errors"] == [], each
+        assert each["events"][0]["type"] == "RUN_STARTED" and each["events"][-1]["type"] == "RUN_FINISHED"
+
+    # The teammate's work: a span, its events tagged with its run id.
+    spans = [e for e in first["events"] if e["type"] == "SUBAGENT_STARTED"]
+    assert [(e["name"], e["parentToolCallId"]) for e in spans] == [("publisher", "call-task-1")]
+    child = spans[0]["subagentRunId"]
+    tagged = {e["type"] for e in first["events"] if e.get("subagentRunId") == child}
+    assert {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_START", "SUBAGENT_FINISHED"} <= tagged
+
+    # The approval: an interrupt the client keeps until it resumes it.
+    assert first["finished"]["outcome"] == "interrupt"
+    (asked,) = first["pendingInterrupts"]
+    assert asked["reason"] == "approval" and asked["message"] == "publish Q3?" and asked["subagentRunId"] == child
+
+    # The resume: the teammate finishes, and the agent calls the frontend tool.
+    assert second["finished"]["outcome"] == "success" and second["finished"]["pendingToolCallIds"] == ["call-pick-1"]
+    assert second["pendingInterrupts"] == []
+    assert [e["result"] for e in second["events"] if e["type"] == "SUBAGENT_FINISHED"] == ["publisher: published Q3"]
+
+    # The frontend tool's result: the final answer.
+    assert third["result"] == "Done: publisher: published Q3; colour blue."
+
+    # What the client built: the history, the teammate's messages attributed to it, the state.
+    messages = seen["messages"]
+    assert [m["role"] for m in messages if "subagentRunId" not in m][0] == "user"
+    assert {m["subagentRunId"] for m in messages if "subagentRunId" in m} == {child}
+    assert messages[-1] == {"id": messages[-1]["id"], "role": "assistant", "content": third["result"]}
+    assert [m["id"] for m in messages if m.get("toolCallId") == "call-pick-1"] == ["tm-call-pick-1"]
+    assert len({m["id"] for m in messages}) == len(messages)
+    assert seen["state"]["theme"] == "dark"
+    handles = seen["state"]["toolnexus"]["handles"]
+    assert handles[seen["state"]["toolnexus"]["thread"]]["state"] == "idle"
+    assert handles[child]["state"] == "closed"
+
+
+def test_a_stranger_cannot_continue_the_thread(server: str, node_modules: str) -> None:
+    converse(server, node_modules, "thread-2", token="alice")
+    seen, _ = converse(server, node_modules, "thread-2", token="mallory")  # the same id: her own thread
+    assert seen["runs"][0]["finished"]["outcome"] == "interrupt"
+    assert seen["runs"][2]["result"] == "Done: publisher: published Q3; colour blue."
