@@ -253,3 +253,20 @@ def test_a_frontend_tool_named_like_an_own_tool_is_refused(rt: Any) -> None:
         agui.events(rt, body("t1", "run-1", [user("go")], tools=[taken]), agent="assistant")
     assert refused.value.status == 422 and "task" in refused.value.reason
     assert len(rt.handles()) == 1  # the root alone: nothing was spawned
+
+
+def test_the_models_text_streams_as_it_is_written(cleanup: Any) -> None:
+    from toolnexus.testing import ScriptedLLMServer, text_completion
+
+    bodies: list[dict[str, Any]] = []
+
+    def respond(request: dict[str, Any]) -> dict[str, Any]:
+        bodies.append(request)
+        return text_completion(request, "one two three")
+
+    with ScriptedLLMServer(respond) as server:
+        rt = cleanup.runtime({"teller": team.AgentDef("teller", "tells")}, base_url=server.base_url, model="m")
+        events = run(rt, body("t1", "run-1", [user("go")], tools=[]), agent="teller")
+    assert bodies and all(each.get("stream") is True for each in bodies)  # watched before it was woken
+    pieces = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert len(pieces) == 3 and "".join(pieces) == "one two three"

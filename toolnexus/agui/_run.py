@@ -54,6 +54,7 @@ class Run:
     def close(self) -> None:
         """Stop; a run that has not ended interrupts its thread's turn."""
         self._items.close()
+        self._started.watch.close()  # when nothing was read yet
         if not self._done:
             self._done = True
             self._interrupt()
@@ -91,8 +92,8 @@ class Run:
     def _follow(self, translator: Translator) -> Iterator[dict[str, Any] | None]:
         """The run's events until the thread's handle rests; returns its result."""
         after, stashed = self._started.cursor, dict(self._started.plan.stashed)
+        watched = self._started.watch
         while True:
-            watched = _port.watch(self._rt, self._started.handle, after)
             try:
                 while True:
                     try:
@@ -110,9 +111,11 @@ class Run:
             answer = self._answered_already(translator, stashed)
             if answer is None:
                 return result
+            watched = _port.watch(self._rt, self._started.handle, after)  # before: its model calls stream
             try:
                 self._rt.resume(answer)
             except UnknownRequest:
+                watched.close()
                 return result
 
     def _answered_already(self, translator: Translator, stashed: dict[str, Answer]) -> Answer | None:

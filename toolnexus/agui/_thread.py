@@ -37,6 +37,9 @@ from ._translate import asker
 from ._tree import TreeState
 
 if TYPE_CHECKING:
+    from .._events.streams import RunStream
+
+if TYPE_CHECKING:
     from .._team.runtime import Runtime
 
 #: The surface name of AG-UI threads in the runtime's bindings.
@@ -81,6 +84,8 @@ class Started:
     #: The thread's tree as it was before the run acted, and its snapshot then.
     tree: TreeState
     snapshot: dict[str, Any]
+    #: The run's events, watched from before it acted (so its model calls stream their text).
+    watch: RunStream
 
 
 def plan(rt: Runtime, run_input: RunInput, *, agent: str, principal: str = SHARED) -> Plan:
@@ -230,19 +235,29 @@ def start(made: Plan) -> Started:
     if made.binding is None:
         return _new_thread(made)
     binding = _claim(made, made.binding)
-    cursor, tree = _port.now(rt), TreeState(rt, binding.handle)
-    snapshot = tree.snapshot(run_input.state)
-    _port.offer(rt, binding.handle, run_input.tools)
+    started = _watching(made, binding)
     try:
+        _port.offer(rt, binding.handle, run_input.tools)
         if made.answer is None:
             rt.wake(binding.handle, run_input.prompt)
         else:
             rt.resume(made.answer)
-    except UnknownRequest:
-        raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r}: its request was answered already") from None
-    except HandleClosed:
-        raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r} is closed") from None
-    return Started(made, binding.handle, binding, cursor, tree, snapshot)
+    except BaseException as exc:
+        started.watch.close()
+        if isinstance(exc, UnknownRequest):
+            raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r}: its request was answered already") from None
+        if isinstance(exc, HandleClosed):
+            raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r} is closed") from None
+        raise
+    return started
+
+
+def _watching(made: Plan, binding: Binding) -> Started:
+    """The run, watched from the tree's latest event, before it acts."""
+    rt = made.rt
+    cursor, tree = _port.now(rt), TreeState(rt, binding.handle)
+    snapshot = tree.snapshot(made.input.state)
+    return Started(made, binding.handle, binding, cursor, tree, snapshot, _port.watch(rt, binding.handle, cursor))
 
 
 def _new_thread(made: Plan) -> Started:
@@ -256,11 +271,14 @@ def _new_thread(made: Plan) -> Started:
     if bound is None:
         rt.close(handle, force=True)  # another request made the thread first: this handle never ran
         raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r} was started by another request")
-    cursor, tree = _port.now(rt), TreeState(rt, handle.id)
-    snapshot = tree.snapshot(run_input.state)
-    _port.offer(rt, handle.id, run_input.tools)
-    rt.wake(handle, run_input.prompt)
-    return Started(made, handle.id, bound, cursor, tree, snapshot)
+    started = _watching(made, bound)
+    try:
+        _port.offer(rt, handle.id, run_input.tools)
+        rt.wake(handle, run_input.prompt)
+    except BaseException:
+        started.watch.close()
+        raise
+    return started
 
 
 def _claim(made: Plan, binding: Binding) -> Binding:
