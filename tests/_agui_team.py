@@ -49,7 +49,7 @@ def registry(gate: Callable[[], None] | None = None) -> dict[str, AgentDef]:
     return {
         "assistant": AgentDef("assistant", "answers the user", model="m-assistant", team=("publisher",)),
         "publisher": AgentDef(
-            "publisher", "publishes reports", model="m-publisher", tools=[Tool("publish", "publish a report", None, publish)]
+            "publisher", "publishes reports", model="m-publisher", tools=[Tool("publish", "publish", None, publish)]
         ),
         "slow": AgentDef("slow", "waits on a gate", model="m-slow", tools=[Tool("wait", "wait", None, wait)]),
         "chatty": AgentDef("chatty", "answers at once", model="m-chatty"),
@@ -62,7 +62,8 @@ def assistant(request: dict[str, Any]) -> dict[str, Any]:
         task = {"agent": "publisher", "prompt": f"publish: {last_user_text(request)}"}
         return {"content": INTRO, "tool_calls": [{"id": "call-task-1", "name": "task", "arguments": task}]}
     if len(results) == 1:
-        return {"content": "Now a colour.", "tool_calls": [{"id": "call-pick-1", "name": "pick_color", "arguments": {"options": ["red", "blue"]}}]}
+        pick = {"id": "call-pick-1", "name": "pick_color", "arguments": {"options": ["red", "blue"]}}
+        return {"content": "Now a colour.", "tool_calls": [pick]}
     return {"content": f"Done: {results[0]}; colour {results[1]}."}
 
 
@@ -70,7 +71,8 @@ def publisher(request: dict[str, Any]) -> dict[str, Any]:
     results = tool_messages(request)
     if results:
         return {"content": f"publisher: {results[-1]}"}
-    return {"content": "Publishing.", "tool_calls": [{"id": "call-publish-1", "name": "publish", "arguments": {"title": "Q3"}}]}
+    publish = {"id": "call-publish-1", "name": "publish", "arguments": {"title": "Q3"}}
+    return {"content": "Publishing.", "tool_calls": [publish]}
 
 
 def slow(request: dict[str, Any]) -> dict[str, Any]:
@@ -160,7 +162,8 @@ def app(state: str, heartbeat_s: float = 15.0) -> Any:
     from toolnexus import agui
 
     made = flask.Flask("agui-test")
-    made.register_blueprint(agui.blueprint(lambda: runtime(state), agent="assistant", authorize=bearer, heartbeat_s=heartbeat_s))
+    endpoint = agui.blueprint(lambda: runtime(state), agent="assistant", authorize=bearer, heartbeat_s=heartbeat_s)
+    made.register_blueprint(endpoint)
     return made
 
 
@@ -214,7 +217,8 @@ def check_run(events: list[dict[str, Any]]) -> dict[str, Any]:
         check_event(each)
     kinds = [each["type"] for each in events]
     assert kinds[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"], kinds
-    assert kinds[-1] in ("RUN_FINISHED", "RUN_ERROR") and sum(k in ("RUN_FINISHED", "RUN_ERROR") for k in kinds) == 1, kinds
+    ends = ("RUN_FINISHED", "RUN_ERROR")
+    assert kinds[-1] in ends and sum(kind in ends for kind in kinds) == 1, kinds
     texts: dict[str, str | None] = {}
     calls: set[str] = set()
     started: set[str] = set()

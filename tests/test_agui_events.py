@@ -41,7 +41,10 @@ def tree_of(rt: Any, thread: str) -> dict[str, Any]:
         view = rt.inspect(handle)
         return [view] + [each for child in view.children for each in walk(child)]
 
-    return {v.id: {"agent": v.name, "state": v.state, "parent": v.parent, "turns": v.turns, "tokens": v.tokens} for v in walk(thread)}
+    return {
+        v.id: {"agent": v.name, "state": v.state, "parent": v.parent, "turns": v.turns, "tokens": v.tokens}
+        for v in walk(thread)
+    }
 
 
 @pytest.fixture
@@ -84,7 +87,9 @@ def test_a_teammate_is_a_span_between_its_task_call_and_its_result(rt: Any) -> N
     child = f"{thread}/publisher.1"
     order = kinds(first)
     started = next(e for e in first if e["type"] == "SUBAGENT_STARTED")
-    assert started == {"type": "SUBAGENT_STARTED", "subagentRunId": child, "name": "publisher", "parentToolCallId": "call-task-1"}
+    assert started == {
+        "type": "SUBAGENT_STARTED", "subagentRunId": child, "name": "publisher", "parentToolCallId": "call-task-1"
+    }
     task_end = next(i for i, e in enumerate(first) if e["type"] == "TOOL_CALL_END" and e["toolCallId"] == "call-task-1")
     assert task_end < order.index("SUBAGENT_STARTED") < order.index("SUBAGENT_FINISHED")
     inside = first[order.index("SUBAGENT_STARTED") + 1 : order.index("SUBAGENT_FINISHED")]
@@ -95,7 +100,9 @@ def test_a_teammate_is_a_span_between_its_task_call_and_its_result(rt: Any) -> N
     # The resumed run starts the span again, and ends it before the task call's result.
     order = kinds(second)
     assert order[2] == "SUBAGENT_STARTED" and second[2]["subagentRunId"] == child
-    result = next(i for i, e in enumerate(second) if e["type"] == "TOOL_CALL_RESULT" and e["toolCallId"] == "call-task-1")
+    result = next(
+        i for i, e in enumerate(second) if e["type"] == "TOOL_CALL_RESULT" and e["toolCallId"] == "call-task-1"
+    )
     assert order.index("SUBAGENT_FINISHED") < result
     assert second[order.index("SUBAGENT_FINISHED")]["result"] == "publisher: published Q3"
     assert second[result]["content"] == "publisher: published Q3" and "subagentRunId" not in second[result]
@@ -108,7 +115,9 @@ def test_an_approval_is_an_interrupt_naming_its_request(rt: Any) -> None:
     thread = first[1]["snapshot"]["toolnexus"]["thread"]
     assert asked == {
         "id": request.id, "reason": "approval", "message": "publish Q3?", "subagentRunId": f"{thread}/publisher.1",
-        "metadata": {"toolnexus": {"request": {"id": request.id, "kind": "approval", "prompt": "publish Q3?", "data": request.data}}},
+        "metadata": {"toolnexus": {"request": {
+            "id": request.id, "kind": "approval", "prompt": "publish Q3?", "data": request.data,
+        }}},
     }
 
 
@@ -120,7 +129,9 @@ def test_an_approval_is_an_interrupt_naming_its_request(rt: Any) -> None:
         ({"status": "resolved", "payload": {"ok": False}}, "declined: publish Q3?"),
     ],
 )
-def test_a_cancelled_or_declined_resume_is_fed_back_without_running_the_tool(rt: Any, entry: dict[str, Any], heard: str) -> None:
+def test_a_cancelled_or_declined_resume_is_fed_back_without_running_the_tool(
+    rt: Any, entry: dict[str, Any], heard: str
+) -> None:
     first = run(rt, body("t1", "run-1", [user("the Q3 report")]))
     asked = last(first)["outcome"]["interrupts"][0]
     second = run(rt, body("t1", "run-2", [user("the Q3 report")], resume=[{"interruptId": asked["id"], **entry}]))
@@ -141,7 +152,9 @@ def test_text_is_one_message_per_model_step_with_ids_unique_in_the_thread(rt: An
     text = "".join(e["delta"] for e in first if e["type"] == "TEXT_MESSAGE_CONTENT" and e["messageId"] == intro)
     assert text == team.INTRO
     task = next(e for e in first if e["type"] == "TOOL_CALL_START")
-    assert task == {"type": "TOOL_CALL_START", "toolCallId": "call-task-1", "toolCallName": "task", "parentMessageId": intro}
+    assert task == {
+        "type": "TOOL_CALL_START", "toolCallId": "call-task-1", "toolCallName": "task", "parentMessageId": intro
+    }
 
 
 def test_the_snapshot_and_its_deltas_are_the_tree_and_keep_the_clients_state(rt: Any) -> None:
@@ -182,7 +195,8 @@ def test_a_tool_message_with_an_error_is_an_error_result_for_the_model(cleanup: 
     run(rt, body("t9", "run-1", messages))
     asked = rt.open_requests()[0]
     run(rt, body("t9", "run-2", messages, resume=[{"interruptId": asked.id, "status": "resolved"}]))
-    failed = {"id": "tm-9", "role": "tool", "toolCallId": "call-pick-1", "content": "", "error": "the user closed the dialog"}
+    failed = {"id": "tm-9", "role": "tool", "toolCallId": "call-pick-1", "content": ""}
+    failed["error"] = "the user closed the dialog"
     third = run(rt, body("t9", "run-3", [*messages, failed]))
     assert last(third)["result"] == "Done: publisher: published Q3; colour the user closed the dialog."
     sent = [m for m in model.requests[-1]["messages"] if m.get("tool_call_id") == "call-pick-1"]
@@ -196,10 +210,13 @@ def test_two_frontend_calls_of_one_step_are_answered_by_one_input(cleanup: Any) 
             return {"content": " & ".join(got)}
         return {"tool_calls": [{"id": f"call-{n}", "name": "pick_color", "arguments": {}} for n in (1, 2)]}
 
-    rt = cleanup.runtime({"two": team.AgentDef("two", "asks twice", model="m")}, generate=team.ScriptedModel({"m": two}))
+    two_agent = team.AgentDef("two", "asks twice", model="m")
+    rt = cleanup.runtime({"two": two_agent}, generate=team.ScriptedModel({"m": two}))
     first = run(rt, body("t1", "run-1", [user("go")]), agent="two")
     assert last(first)["outcome"] == {"type": "success", "pendingToolCallIds": ["call-1", "call-2"]}
-    answers = [{"id": f"a{n}", "role": "tool", "toolCallId": f"call-{n}", "content": c} for n, c in ((1, "red"), (2, "blue"))]
+    answers = [
+        {"id": f"a{n}", "role": "tool", "toolCallId": f"call-{n}", "content": c} for n, c in ((1, "red"), (2, "blue"))
+    ]
     with pytest.raises(agui.AGUIInputError) as refused:
         agui.events(rt, body("t1", "run-2", [user("go"), answers[0]]), agent="two")
     assert refused.value.status == 422 and "call-2" in refused.value.reason
@@ -270,3 +287,27 @@ def test_the_models_text_streams_as_it_is_written(cleanup: Any) -> None:
     assert bodies and all(each.get("stream") is True for each in bodies)  # watched before it was woken
     pieces = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert len(pieces) == 3 and "".join(pieces) == "one two three"
+
+
+def test_an_inline_runtime_runs_the_conversation_on_the_streaming_thread(cleanup: Any) -> None:
+    rt = cleanup.runtime(team.registry(), generate=team.model(), inline=True)
+    third = approve_and_pick(rt)[2]
+    assert last(third)["result"] == "Done: publisher: published Q3; colour blue."
+
+
+def test_a_stream_that_fails_ends_with_run_error_and_stops_the_run(cleanup: Any, monkeypatch: Any) -> None:
+    entered, gate = threading.Event(), threading.Event()
+    cleanup.events_to_set(gate)
+    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    stream = agui.events(rt, body("t1", "run-1", [user("go")]), agent="slow")
+    assert next(stream)["type"] == "RUN_STARTED"
+    assert entered.wait(HANG)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(agui._translate.Translator, "on", broken)
+    gate.set()
+    rest = list(stream)
+    assert rest[-1] == {"type": "RUN_ERROR", "message": "the server failed (RuntimeError)", "code": "internal"}
+    assert rt.wait(rt.handles()[1].id, timeout=HANG).status in ("interrupted", "done")

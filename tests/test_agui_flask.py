@@ -32,7 +32,8 @@ def make_app(rt: Any, **options: Any) -> Any:
 def post(client: Any, given: Any, who: str | None = "alice", **options: Any) -> Any:
     headers = {"Authorization": f"Bearer {who}"} if who else {}
     data = given if isinstance(given, (bytes, str)) else json.dumps(given)
-    return client.post("/agui", data=data, headers=headers, content_type=options.pop("content_type", "application/json"), **options)
+    content_type = options.pop("content_type", "application/json")
+    return client.post("/agui", data=data, headers=headers, content_type=content_type, **options)
 
 
 @pytest.fixture

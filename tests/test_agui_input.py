@@ -26,7 +26,10 @@ SENT = {
     "protocolVersion": "1.0",
     "state": {"theme": "dark", "toolnexus": {"thread": "root/assistant.1", "handles": {}}},
     "messages": [
-        {"id": "u1", "role": "user", "content": [{"type": "text", "text": "hello"}, {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}}]},
+        {"id": "u1", "role": "user", "content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}},
+        ]},
         {"id": "m1", "role": "assistant", "content": "Let me delegate.", "toolCalls": [
             {"id": "c1", "type": "function", "function": {"name": "task", "arguments": "{}"}}]},
         {"subagentRunId": "h2", "id": "r2", "role": "tool", "content": "deleted", "toolCallId": "c2"},
@@ -114,8 +117,10 @@ def broken(path: str, value: Any) -> dict[str, Any]:
 MODEL_REFUSES = [
     ("threadId", ...), ("runId", ...), ("messages", ...), ("threadId", 7), ("messages", {}),
     ("messages.0.id", ...), ("messages.0.role", "robot"), ("messages.0.content", ...), ("messages.0.content", 5),
-    ("messages.0.content", [{"type": "text"}]), ("messages.0.content", [{"type": "image", "source": {"type": "data", "value": "x"}}]),
-    ("messages.0", {"id": "t", "role": "tool", "content": "x"}), ("messages.0", {"role": "tool", "toolCallId": "c", "content": "x"}),
+    ("messages.0.content", [{"type": "text"}]),
+    ("messages.0.content", [{"type": "image", "source": {"type": "data", "value": "x"}}]),
+    ("messages.0", {"id": "t", "role": "tool", "content": "x"}),
+    ("messages.0", {"role": "tool", "toolCallId": "c", "content": "x"}),
     ("messages.0", {"id": "a", "role": "assistant", "toolCalls": [{"id": "c", "function": {"name": "f"}}]}),
     ("tools.0.description", ...), ("tools.0.name", 3), ("context", [{"description": "d"}]),
     ("resume", [{"interruptId": "i", "status": "maybe"}]), ("resume", [{"status": "resolved"}]),
@@ -183,13 +188,15 @@ def test_a_resume_naming_another_interrupt_is_422(waiting: Any) -> None:
 def test_a_tool_message_naming_no_open_call_is_422(waiting: Any) -> None:
     rt, asked = waiting
     stray = {"id": "tm", "role": "tool", "toolCallId": "call-nobody-made", "content": "x"}
-    problem = refused(rt, body("t1", "run-2", [user("x"), stray], resume=[{"interruptId": asked, "status": "resolved"}]))
+    resume = [{"interruptId": asked, "status": "resolved"}]
+    problem = refused(rt, body("t1", "run-2", [user("x"), stray], resume=resume))
     assert problem.status == 422 and "call-nobody-made" in problem.reason
 
 
 def test_a_thread_waiting_on_a_frontend_call_needs_its_tool_message(waiting: Any) -> None:
     rt, asked = waiting
-    list(agui.events(rt, body("t1", "run-2", [user("x")], resume=[{"interruptId": asked, "status": "resolved"}]), agent="assistant"))
+    resume = [{"interruptId": asked, "status": "resolved"}]
+    list(agui.events(rt, body("t1", "run-2", [user("x")], resume=resume), agent="assistant"))
     problem = refused(rt, body("t1", "run-3", [user("x")]))
     assert problem.status == 422 and "call-pick-1" in problem.reason
     problem = refused(rt, body("t1", "run-3", [user("x")], resume=[{"interruptId": asked, "status": "resolved"}]))

@@ -78,9 +78,11 @@ class Run:
             yield from translator.restart(self._waiting_path())
             result = yield from self._follow(translator)
             last = self._last(translator, result)
-        except ToolnexusError as exc:
-            log.warning("AG-UI run %s of thread %s failed: %s", run_input.run_id, started.handle, exc)
-            last = [event("RUN_ERROR", message=str(exc), code="internal")]
+        except Exception as exc:  # the stream failed (a state gone, a bug): the run stops, and says so
+            log.warning("AG-UI run %s of thread %s failed", run_input.run_id, started.handle, exc_info=True)
+            self._interrupt()
+            said = str(exc) if isinstance(exc, ToolnexusError) else f"the server failed ({type(exc).__name__})"
+            last = [event("RUN_ERROR", message=said, code="internal")]
         self._done = True  # the last events are the run's end: a client that goes now stops nothing
         yield from last
 
