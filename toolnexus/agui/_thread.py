@@ -244,10 +244,11 @@ def start(made: Plan) -> Started:
             rt.resume(made.answer)
     except BaseException as exc:
         started.watch.close()
+        shown = f"thread {run_input.thread_id[:80]!r}"
         if isinstance(exc, UnknownRequest):
-            raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r}: its request was answered already") from None
+            raise AGUIInputError(409, f"{shown}: its request was answered already") from None
         if isinstance(exc, HandleClosed):
-            raise AGUIInputError(409, f"thread {run_input.thread_id[:80]!r} is closed") from None
+            raise AGUIInputError(409, f"{shown} is closed") from None
         raise
     return started
 
