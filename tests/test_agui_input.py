@@ -150,6 +150,8 @@ def test_an_input_run_agent_input_refuses_is_422_naming_the_field(rt: Any, path:
         ("messages", [], "last message must be a user message"),
         ("messages", [{"id": "a", "role": "assistant", "content": "hi"}], "last message must be a user message"),
         ("messages.0.content", "   ", "no text"),
+        ("threadId", "", "threadId: 1 to 200"),
+        ("threadId", "t" * 201, "threadId: 1 to 200"),
     ],
 )
 def test_an_input_this_library_refuses_is_422(rt: Any, path: str, value: Any, said: str) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
+from .._serve.bindings import MAX_ID, lookable
 from ..errors import AGUIInputError, WireError
 from ..wire import check_json, parse_json
 
@@ -82,6 +83,8 @@ def read_input(body: bytes | str | Mapping[str, Any]) -> RunInput:
     data = _parse(body)
     fields = _Fields(data, "")
     thread_id, run_id = fields.need("threadId", str), fields.need("runId", str)
+    if not lookable(thread_id):
+        raise AGUIInputError(422, f"threadId: 1 to {MAX_ID} characters of text, not {len(thread_id)}")
     messages = fields.need("messages", list)
     tools, context = fields.need("tools", list), fields.need("context", list)
     fields.may("protocolVersion", str)
