@@ -30,10 +30,6 @@ log = logging.getLogger("toolnexus")
 #: The AG-UI protocol version this server speaks, declared on ``RUN_STARTED``.
 PROTOCOL_VERSION = "1.0"
 
-#: What a run yields: an event, or ``None`` for ``wait`` seconds without one.
-Item = "dict[str, Any] | None"
-
-
 class Run:
     """The items of one started run (see the module's docstring); an iterator that can be
     closed at any time, also before its first item."""

@@ -42,7 +42,7 @@ class Translator:
     def __init__(
         self, tree: TreeState, *, spans: dict[str, dict[str, Any]], frontend: set[str], answered: tuple[str, ...] = ()
     ) -> None:
-        self.thread = thread = tree.thread
+        self.thread = tree.thread
         self.tree = tree
         self.spans = {key: dict(value) for key, value in spans.items()}
         self._frontend = frontend
