@@ -94,6 +94,14 @@ def runtime(state: str | None = None, **options: Any) -> Runtime:
     return Runtime(registry(options.pop("gate", None)), generate=model(), state=state, **options)
 
 
+def gated(cleanup: Any, hang: float = 10.0) -> tuple[Runtime, Any, Any]:
+    """A runtime whose ``slow`` agent blocks in its tool until ``gate`` is set (``entered``
+    is set when it gets there; ``cleanup`` sets the gate after the test):
+    ``(runtime, entered, gate)``."""
+    entered, gate = cleanup.event(), cleanup.event()
+    return cleanup.runtime(registry(lambda: (entered.set(), gate.wait(hang))), generate=model()), entered, gate
+
+
 def body(thread: str, run: str, messages: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
     """A ``RunAgentInput`` as ``HttpAgent`` sends one."""
     return {"threadId": thread, "runId": run, "state": {}, "messages": messages, "tools": [PICK], "context": [], **more}

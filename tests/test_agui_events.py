@@ -5,7 +5,6 @@ tree as a snapshot and its deltas, and a client that goes interrupting its run."
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -235,9 +234,7 @@ def test_an_error_result_is_run_error(cleanup: Any) -> None:
 
 
 def test_a_client_that_goes_interrupts_the_run_and_the_thread_runs_again(cleanup: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     stream = agui.events(rt, body("t1", "run-1", [user("go")]), agent="slow")
     assert next(stream)["type"] == "RUN_STARTED"
     assert entered.wait(HANG)
@@ -252,9 +249,7 @@ def test_a_client_that_goes_interrupts_the_run_and_the_thread_runs_again(cleanup
 
 
 def test_an_interrupted_run_ends_cancelled(cleanup: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     stream = agui.events(rt, body("t1", "run-1", [user("go")]), agent="slow")
     seen = [next(stream)]
     assert entered.wait(HANG)
@@ -296,9 +291,7 @@ def test_an_inline_runtime_runs_the_conversation_on_the_streaming_thread(cleanup
 
 
 def test_a_stream_that_fails_ends_with_run_error_and_stops_the_run(cleanup: Any, monkeypatch: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     stream = agui.events(rt, body("t1", "run-1", [user("go")]), agent="slow")
     assert next(stream)["type"] == "RUN_STARTED"
     assert entered.wait(HANG)

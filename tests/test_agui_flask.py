@@ -100,9 +100,7 @@ def test_another_principal_gets_404_for_a_thread(rt: Any) -> None:
 
 
 def test_a_running_thread_is_409(cleanup: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     client = make_app(rt, agent="slow").test_client()
     held = post(client, body("t1", "run-1", [user("go")]), buffered=False)
     assert entered.wait(HANG)
@@ -114,9 +112,7 @@ def test_a_running_thread_is_409(cleanup: Any) -> None:
 
 
 def test_one_more_stream_than_max_streams_is_503_at_once(cleanup: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     client = make_app(rt, agent="slow", max_streams=1).test_client()
     held = post(client, body("t1", "run-1", [user("go")]), buffered=False)
     assert entered.wait(HANG)
@@ -144,9 +140,7 @@ def served(cleanup: Any) -> Any:
     every 50 ms; yields ``(port, runtime, entered, gate)``."""
     from werkzeug.serving import make_server
 
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     server = make_server("127.0.0.1", 0, make_app(rt, agent="slow", heartbeat_s=0.05), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -7,7 +7,6 @@ and nothing is spawned, woken or asked of a model."""
 from __future__ import annotations
 
 import copy
-import threading
 from typing import Any
 
 import pytest
@@ -216,9 +215,7 @@ def test_a_second_answer_to_an_interrupt_is_409(waiting: Any) -> None:
 
 
 def test_a_running_thread_is_409(cleanup: Any) -> None:
-    entered, gate = threading.Event(), threading.Event()
-    cleanup.events_to_set(gate)
-    rt = cleanup.runtime(team.registry(lambda: (entered.set(), gate.wait(HANG))), generate=team.model())
+    rt, entered, gate = team.gated(cleanup, HANG)
     running = agui.events(rt, body("t1", "run-1", [user("go")]), agent="slow")
     assert entered.wait(HANG)
     problem = refused(rt, body("t1", "run-2", [user("go"), user("more", id="u2")]), agent="slow")
