@@ -175,6 +175,21 @@ def app(state: str, heartbeat_s: float = 15.0) -> Any:
     return made
 
 
+def teller_app(base_url: str) -> Any:
+    """A Flask app with the AG-UI endpoint at ``/agui`` for ``teller``, whose model is the
+    streaming server at ``base_url`` (a runtime in memory per worker process)."""
+    import flask
+
+    from toolnexus import agui
+
+    def build() -> Runtime:
+        return Runtime({"teller": AgentDef("teller", "tells")}, base_url=base_url, model="m", api_key="test")
+
+    made = flask.Flask("agui-teller")
+    made.register_blueprint(agui.blueprint(build, agent="teller", authorize=bearer))
+    return made
+
+
 def main(argv: list[str]) -> int:
     """``python _agui_team.py first STATE RUNTIME_ID THREAD``: the thread's first run in this
     process, its events printed as one JSON list; the runtime then lets go of the tree."""
@@ -188,10 +203,6 @@ def main(argv: list[str]) -> int:
     finally:
         rt.release()
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
 
 
 def apply_patch(document: Any, ops: list[dict[str, Any]]) -> Any:
@@ -258,3 +269,7 @@ def check_run(events: list[dict[str, Any]]) -> dict[str, Any]:
     if kinds[-1] == "RUN_FINISHED":
         assert not open_spans, open_spans
     return state
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -4,7 +4,7 @@ teammate's work as a span, an approval as an interrupt and its resume, a fronten
 client answers, and the final answer. The client must see every run end with
 ``RUN_FINISHED`` (it counts a stream that just stops as a success) and say nothing about
 what it was sent (it warns, and carries on, on a field it does not know or a state patch
-that does not apply)."""
+that does not apply). The model's text reaches the client while the model still writes it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("gunicorn")
 
+from _agui_team import check_run  # noqa: E402
 from _gunicorn import free_port, serving  # noqa: E402
 from _services import missing, service_url  # noqa: E402
+from conftest import run_in_thread  # noqa: E402
+from toolnexus.testing import ScriptedLLMServer, text_completion  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 CLIENT_S = 60
@@ -101,3 +105,33 @@ def test_a_stranger_cannot_continue_the_thread(server: str, node_modules: str) -
     seen, _ = converse(server, node_modules, "thread-2", token="mallory")  # the same id: her own thread
     assert seen["runs"][0]["finished"]["outcome"] == "interrupt"
     assert seen["runs"][2]["result"] == "Done: publisher: published Q3; colour blue."
+
+
+def test_the_models_text_reaches_httpagent_while_the_model_still_writes_it(node_modules: str) -> None:
+    held = threading.Event()  # the model's reply stays open after its first word until set
+    story = "Once upon a time"
+    with ScriptedLLMServer(lambda request: text_completion(request, story), hold_rest_until=held) as model:
+        port = free_port()
+        with serving(port, str(TESTS), f"_agui_team:teller_app({model.base_url!r})", "--threads", "2", "-k", "gthread"):
+            client = subprocess.Popen(
+                ["node", str(TESTS / "_agui_stream.cjs"), f"http://127.0.0.1:{port}/agui", "alice", "thread-1"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NODE_PATH": node_modules},
+            )
+            try:
+                first = run_in_thread(client.stdout.readline, CLIENT_S)  # type: ignore[union-attr]
+                assert not held.is_set() and [piece for _, piece in model.written] == ["Once "]
+                held.set()
+                out, err = client.communicate(timeout=CLIENT_S)
+            finally:
+                held.set()
+                if client.poll() is None:
+                    client.kill()
+                    client.communicate()
+    assert client.returncode == 0, err
+    assert json.loads(first.removeprefix("first "))["delta"] == "Once "
+    seen = json.loads(out)
+    check_run(seen["events"])
+    assert seen["events"][-1]["type"] == "RUN_FINISHED" and seen["events"][-1]["result"] == story
+    pieces = [e["delta"] for e in seen["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert pieces[0] == "Once " and "".join(pieces) == story
+    assert seen["messages"][-1]["content"] == story
