@@ -175,18 +175,19 @@ def app(state: str, heartbeat_s: float = 15.0) -> Any:
     return made
 
 
-def teller_app(base_url: str) -> Any:
+def teller_app(base_url: str, state: str, heartbeat_s: float = 15.0) -> Any:
     """A Flask app with the AG-UI endpoint at ``/agui`` for ``teller``, whose model is the
-    streaming server at ``base_url`` (a runtime in memory per worker process)."""
+    streaming server at ``base_url``, its runtime (one per worker process) on ``state``."""
     import flask
 
     from toolnexus import agui
 
     def build() -> Runtime:
-        return Runtime({"teller": AgentDef("teller", "tells")}, base_url=base_url, model="m", api_key="test")
+        teller = {"teller": AgentDef("teller", "tells")}
+        return Runtime(teller, base_url=base_url, model="m", api_key="test", state=state)
 
     made = flask.Flask("agui-teller")
-    made.register_blueprint(agui.blueprint(build, agent="teller", authorize=bearer))
+    made.register_blueprint(agui.blueprint(build, agent="teller", authorize=bearer, heartbeat_s=heartbeat_s))
     return made
 
 

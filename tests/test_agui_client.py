@@ -4,17 +4,19 @@ teammate's work as a span, an approval as an interrupt and its resume, a fronten
 client answers, and the final answer. The client must see every run end with
 ``RUN_FINISHED`` (it counts a stream that just stops as a success) and say nothing about
 what it was sent (it warns, and carries on, on a field it does not know or a state patch
-that does not apply). The model's text reaches the client while the model still writes it."""
+that does not apply). The model's text reaches the client while the model still writes it,
+and a client that goes mid-reply interrupts its run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -29,6 +31,7 @@ from toolnexus.testing import ScriptedLLMServer, text_completion  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 CLIENT_S = 60
+STORY = "Once upon a time"
 
 
 @pytest.fixture(scope="module")
@@ -107,31 +110,82 @@ def test_a_stranger_cannot_continue_the_thread(server: str, node_modules: str) -
     assert seen["runs"][2]["result"] == "Done: publisher: published Q3; colour blue."
 
 
-def test_the_models_text_reaches_httpagent_while_the_model_still_writes_it(node_modules: str) -> None:
-    held = threading.Event()  # the model's reply stays open after its first word until set
-    story = "Once upon a time"
-    with ScriptedLLMServer(lambda request: text_completion(request, story), hold_rest_until=held) as model:
+
+@pytest.fixture(scope="module")
+def teller_server(tmp_path_factory: Any, node_modules: str) -> Any:
+    """``teller`` behind the endpoint under gunicorn, its model a streaming server in this
+    process whose replies stay open after their first word until ``held`` is set:
+    ``(url, model, held)``."""
+    held = threading.Event()
+    state = str(tmp_path_factory.mktemp("agui-teller") / "threads.db")
+    with ScriptedLLMServer(lambda request: text_completion(request, STORY), hold_rest_until=held) as model:
         port = free_port()
-        with serving(port, str(TESTS), f"_agui_team:teller_app({model.base_url!r})", "--threads", "2", "-k", "gthread"):
-            client = subprocess.Popen(
-                ["node", str(TESTS / "_agui_stream.cjs"), f"http://127.0.0.1:{port}/agui", "alice", "thread-1"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NODE_PATH": node_modules},
-            )
-            try:
-                first = run_in_thread(client.stdout.readline, CLIENT_S)  # type: ignore[union-attr]
-                assert not held.is_set() and [piece for _, piece in model.written] == ["Once "]
-                held.set()
-                out, err = client.communicate(timeout=CLIENT_S)
-            finally:
-                held.set()
-                if client.poll() is None:
-                    client.kill()
-                    client.communicate()
+        app = f"_agui_team:teller_app({model.base_url!r}, {state!r}, heartbeat_s=0.05)"
+        with serving(port, str(TESTS), app, "--threads", "2", "--worker-class", "gthread"):
+            yield f"http://127.0.0.1:{port}/agui", model, held
+
+
+@pytest.fixture
+def teller(teller_server: Any) -> Any:
+    url, model, held = teller_server
+    held.clear()
+    model.written.clear()
+    yield url, model, held
+    held.set()  # whatever the test left held goes on
+
+
+@contextlib.contextmanager
+def streaming_client(node_modules: str, url: str, thread: str, *mode: str) -> Iterator[subprocess.Popen[str]]:
+    """``_agui_stream.cjs`` running against ``url``; killed if the block leaves it running."""
+    client = subprocess.Popen(
+        ["node", str(TESTS / "_agui_stream.cjs"), url, "alice", thread, *mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NODE_PATH": node_modules},
+    )
+    try:
+        yield client
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.communicate()
+
+
+def said(client: subprocess.Popen[str]) -> str:
+    """The client's next line, or the test fails after ``CLIENT_S``."""
+    return str(run_in_thread(client.stdout.readline, CLIENT_S))  # type: ignore[union-attr]
+
+
+def ended(client: subprocess.Popen[str]) -> dict[str, Any]:
+    """What the client printed last, once it exits 0."""
+    out, err = client.communicate(timeout=CLIENT_S)
     assert client.returncode == 0, err
-    assert json.loads(first.removeprefix("first "))["delta"] == "Once "
-    seen = json.loads(out)
+    return json.loads(out.splitlines()[-1])
+
+
+def test_the_models_text_reaches_httpagent_while_the_model_still_writes_it(node_modules: str, teller: Any) -> None:
+    url, model, held = teller
+    with streaming_client(node_modules, url, "thread-1") as client:
+        first = json.loads(said(client).removeprefix("first "))
+        assert not held.is_set() and [piece for _, piece in model.written] == ["Once "]  # the reply is still open
+        assert first["delta"] == "Once "
+        held.set()
+        seen = ended(client)
     check_run(seen["events"])
-    assert seen["events"][-1]["type"] == "RUN_FINISHED" and seen["events"][-1]["result"] == story
+    assert seen["events"][-1]["type"] == "RUN_FINISHED" and seen["events"][-1]["result"] == STORY
     pieces = [e["delta"] for e in seen["events"] if e["type"] == "TEXT_MESSAGE_CONTENT"]
-    assert pieces[0] == "Once " and "".join(pieces) == story
-    assert seen["messages"][-1]["content"] == story
+    assert pieces[0] == "Once " and "".join(pieces) == STORY
+    assert seen["messages"][-1]["content"] == STORY
+
+
+def test_httpagent_going_mid_reply_interrupts_the_run_under_gunicorn(node_modules: str, teller: Any) -> None:
+    url, model, held = teller
+    with streaming_client(node_modules, url, "thread-2", "abort") as client:
+        aborted = json.loads(said(client).removeprefix("aborted "))
+        assert aborted[0] == "RUN_STARTED" and aborted[-1] == "RUN_ERROR"  # the client's own: it went
+        # The first reply never ended (nothing was let go), yet the thread takes a new prompt:
+        # the disconnect interrupted its run.
+        assert said(client) == "started\n" and not held.is_set()
+        assert [piece for _, piece in model.written] == ["Once ", "Once "]
+        held.set()
+        seen = ended(client)
+    check_run(seen["events"])
+    assert seen["events"][-1]["type"] == "RUN_FINISHED" and seen["events"][-1]["result"] == STORY
