@@ -18,6 +18,10 @@ Both read the whole stream in every iteration; only the first delta's time is th
   of a run to its first ``text`` event in the consumer's hands, for ``Client.stream`` and
   for ``Runtime.stream_agent`` (spawn, wake, stream, close per run), against the same
   raw ``requests`` floor, interleaved.
+* agui-first-content: time from the start of a run to its first ``TEXT_MESSAGE_CONTENT``
+  frame through ``toolnexus.agui.stream`` (the input checked, a thread's handle spawned and
+  woken, its events as AG-UI SSE frames), against the raw ``Runtime.stream`` of the same run
+  (spawn, wake, the first ``text`` event), as a ratio; interleaved.
 * team-events: events per second a consumer reads from ``Runtime.stream_agent`` over a
   lead that delegates to 32 teammates in one step, each streaming its words (a scripted
   server in a child process), in memory and on a SQLite state.
@@ -271,6 +275,68 @@ def measure_first_event(base_url: str, n: int, warmup: int, expected: str) -> di
     return interleaved(STREAM_VARIANTS, base_url, n, warmup, expected)
 
 
+def make_agui_stream(base_url: str) -> tuple[Iteration, Callable[[], None]]:
+    from toolnexus import AgentDef, Runtime, agui
+
+    rt = Runtime({"teller": AgentDef("teller", "tells stories")}, base_url=base_url, model=MODEL, api_key=API_KEY)
+    threads = iter(range(1 << 30))
+
+    def once() -> tuple[float, str]:
+        begun = time.perf_counter()
+        first = None
+        text: list[str] = []
+        body = {
+            "threadId": f"t{next(threads)}", "runId": "r", "state": {}, "tools": [], "context": [],
+            "messages": [{"id": "u", "role": "user", "content": "tell me a story"}],
+        }
+        frames = agui.stream(rt, json.dumps(body).encode(), agent="teller")
+        try:
+            for frame in frames:
+                if not frame.startswith(b"data: "):
+                    continue
+                event = json.loads(frame[6:])
+                if event["type"] == "TEXT_MESSAGE_CONTENT":
+                    if first is None:
+                        first = time.perf_counter() - begun
+                    text.append(event["delta"])
+        finally:
+            frames.close()  # type: ignore[attr-defined]
+        assert first is not None
+        return first, "".join(text)
+
+    return once, lambda: rt.close(rt.root)
+
+
+def make_runtime_raw(base_url: str) -> tuple[Iteration, Callable[[], None]]:
+    from toolnexus import AgentDef, Runtime
+
+    rt = Runtime({"teller": AgentDef("teller", "tells stories")}, base_url=base_url, model=MODEL, api_key=API_KEY)
+
+    def start() -> Any:
+        handle = rt.spawn(rt.root, "teller")
+        stream = rt.stream(handle)
+        rt.wake(handle, "tell me a story")
+        return stream
+
+    return lambda: first_text(start), lambda: rt.close(rt.root)
+
+
+AGUI_VARIANTS: dict[str, tuple[str, Callable[[str], tuple[Iteration, Callable[[], None]]]]] = {
+    "agui": ("agui.stream, first TEXT_MESSAGE_CONTENT frame", make_agui_stream),
+    "runtime": ("Runtime.stream of the same run, first text", make_runtime_raw),
+    "floor": ("requests stream=True + iter_lines", make_floor),
+}
+
+
+def measure_agui_first_content(base_url: str, n: int, warmup: int, expected: str) -> dict[str, Any]:
+    """Time to the first ``TEXT_MESSAGE_CONTENT`` of an AG-UI run against the raw stream of
+    the same run; the ratio of the two medians."""
+    found = interleaved(AGUI_VARIANTS, base_url, n, warmup, expected)
+    rows = found["variants"]
+    found["agui_over_runtime"] = round(rows["agui"]["median_ms"] / rows["runtime"]["median_ms"], 2)
+    return found
+
+
 TEAM_CHILDREN = 32
 WORDS = 12
 
@@ -340,6 +406,7 @@ def measure_team_events(base_url: str, n: int, warmup: int, expected: str) -> di
 MEASURES: dict[str, Callable[[str, int, int, str], dict[str, Any]]] = {
     "first-delta": measure_first_delta,
     "first-event": measure_first_event,
+    "agui-first-content": measure_agui_first_content,
     "team-events": measure_team_events,
 }
 
@@ -366,6 +433,12 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"{row['label']:<46}{row['median_ms']:>11.3f}{row['p90_ms']:>10.3f}")
     for key, ratio in event["ratio_over_floor"].items():
         lines.append(f"first-event: {key} / floor (median): {ratio:.2f}x")
+    first_content = report["measures"]["agui-first-content"]
+    lines += ["", "[agui-first-content] time from the run's start to its first TEXT_MESSAGE_CONTENT",
+              f"{'variant':<46}{'median ms':>11}{'p90 ms':>10}"]
+    for row in first_content["variants"].values():
+        lines.append(f"{row['label']:<46}{row['median_ms']:>11.3f}{row['p90_ms']:>10.3f}")
+    lines.append(f"agui-first-content: agui / Runtime.stream (median): {first_content['agui_over_runtime']:.2f}x")
     team = report["measures"]["team-events"]
     lines += ["", f"[team-events] a lead delegating to {team['children']} teammates at once, {team['words_per_child']} streamed words each"]
     for where, row in team["stores"].items():

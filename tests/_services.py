@@ -16,18 +16,21 @@ _VARIABLES = {
     "redis": "TOOLNEXUS_TEST_REDIS_URL",
     "mcp-everything": "TOOLNEXUS_TEST_MCP_EVERYTHING",
     "mcp1-python": "TOOLNEXUS_TEST_MCP1_PYTHON",
+    "agui-client": "TOOLNEXUS_TEST_AGUI_CLIENT",
 }
 
 
 def service_url(service: str) -> str:
     """Where ``service`` is ("postgresql", "redis": a URL; "mcp-everything": the path of
-    the reference server's entry script; "mcp1-python": an interpreter with ``mcp`` 1.x),
-    or skip/fail the test."""
+    the reference server's entry script; "mcp1-python": an interpreter with ``mcp`` 1.x;
+    "agui-client": the ``node_modules`` folder that holds ``@ag-ui/client``), or skip/fail
+    the test."""
     variable = _VARIABLES[service]
     url = os.environ.get(variable)
     if url:
         return url
-    how = "bash .ci/run installs it" if service.startswith("mcp") else 'eval "$(bash .ci/services start)"'
+    installed = service.startswith(("mcp", "agui"))
+    how = "bash .ci/run installs it" if installed else 'eval "$(bash .ci/services start)"'
     missing(f"{service} is not available: set {variable} ({how})")
 
 

@@ -681,3 +681,17 @@ def test_a_resumed_turn_announces_each_tool_call_once(cleanup: Any, tmp_path: An
     assert sorted(calls) == [("root/boss.1", "b1"), ("root/boss.1/asker.1", "a1")]
     assert sorted(results) == sorted(calls)  # the resumed executions gave only their results
     assert not [e for e in rest if e.kind == "tool_call"]
+
+
+@pytest.mark.parametrize("reason", ["declined", "cancelled"])
+def test_a_call_a_resume_declines_streams_its_result_once(cleanup: Any, reason: str) -> None:
+    rt = lead_runtime(cleanup)
+    first = run_in_thread(lambda: list(rt.stream_agent("boss", "go")), HANG)
+    request = rt.inspect("root/boss.1").pending
+    stream = rt.stream("root/boss.1", after=first[-1].id)
+    rt.resume(make_answer(request.id, False, reason=reason))
+    rest = run_in_thread(lambda: list(stream), HANG)
+    results = [(e.handle, e.data["id"], e.data["output"]) for e in rest if e.kind == "tool_result"]
+    assert results[0] == ("root/boss.1/asker.1", "a1", f"{reason}: ship it?")  # fed back, not run
+    assert [r[:2] for r in results].count(("root/boss.1/asker.1", "a1")) == 1
+    assert results[1][:2] == ("root/boss.1", "b1")

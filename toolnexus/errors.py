@@ -99,3 +99,15 @@ class StateError(ToolnexusError):
 class DispatchError(ToolnexusError):
     """A turn's message could not be sent (a broker that is down): the turn stays queued in
     the state and the runtime's sweep sends it again."""
+
+
+class AGUIInputError(ToolnexusError):
+    """An AG-UI run's input was refused before anything started (CONTRACT §21): ``status``
+    is the HTTP status to answer (``400`` not a JSON object, ``422`` not an input this thread
+    can take, ``409`` the thread is busy or another request answered first, ``404`` no such
+    thread for this caller) and ``reason`` says why, naming the field or the open ids."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason

@@ -185,7 +185,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        text_out = False
         for index, (chunk, piece) in enumerate(chunks):
+            if text_out and owner.hold_rest_until is not None:
+                owner.hold_rest_until.wait(STALL_LIMIT_S)  # a text piece is out: the rest waits
             if piece and index > 1 and owner.stream_gap_s > 0 and owner._closing.wait(owner.stream_gap_s):
                 return  # closing: the stream is cut short
             data = sse_frame(chunk, named=named)
@@ -193,6 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             if piece:
                 owner._wrote(piece)
+                text_out = True
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
@@ -233,10 +237,13 @@ class ScriptedLLMServer:
     ``delay_s`` sleeps before each answer; ``stall_until`` (an Event) blocks each answer until
     the event is set or 30 s pass. ``requests_seen`` counts chat-completion requests with a
     valid JSON body; ``last_body`` is the most recent one. A streamed reply writes its text
-    pieces ``stream_gap_s`` apart; ``written`` lists ``(time.monotonic(), piece)`` for
-    every text piece written so far. With ``stream_usage=False`` a streamed reply carries
-    no usage even when the request asks for it (as llama-cpp-python, which ignores
-    ``stream_options.include_usage``); plain replies keep theirs.
+    pieces ``stream_gap_s`` apart; ``hold_rest_until`` (an Event) holds back what follows
+    a streamed reply's first text piece until the event is set or 30 s pass, so a test can
+    see that piece arrive while the reply is still open; ``written`` lists
+    ``(time.monotonic(), piece)`` for every text piece written so far. With
+    ``stream_usage=False`` a streamed reply carries no usage even when the request asks for
+    it (as llama-cpp-python, which ignores ``stream_options.include_usage``); plain replies
+    keep theirs.
     """
 
     def __init__(
@@ -247,12 +254,14 @@ class ScriptedLLMServer:
         stall_until: threading.Event | None = None,
         stream_gap_s: float = 0.0,
         stream_usage: bool = True,
+        hold_rest_until: threading.Event | None = None,
     ) -> None:
         self._respond = respond if respond is not None else two_turn_responder()
         self.delay_s = delay_s
         self.stall_until = stall_until
         self.stream_gap_s = stream_gap_s
         self.stream_usage = stream_usage
+        self.hold_rest_until = hold_rest_until
         self.requests_seen = 0
         self.last_body: dict[str, Any] | None = None
         self.written: list[tuple[float, str]] = []
@@ -311,8 +320,9 @@ class ScriptedLLMServer:
             return
         self._closed = True
         self._closing.set()
-        if self.stall_until is not None:
-            self.stall_until.set()  # release handlers held in a stall
+        for held in (self.stall_until, self.hold_rest_until):
+            if held is not None:
+                held.set()  # release handlers held in a stall or mid-reply
         self._httpd.shutdown()
         self._httpd.server_close()
         with self._lock:

@@ -336,6 +336,10 @@ class Streams:
         self._waiter = waiter
         self._inline = inline
 
+    def latest(self) -> str:
+        """The id of the tree's latest durable event (read from the state, with one)."""
+        return str(self._events.last())
+
     def watch(
         self,
         handle: Handle,

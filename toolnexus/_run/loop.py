@@ -102,7 +102,10 @@ def resume(
         raise UnknownRequest(f"the transcript has no tool call waiting on request {pending.id!r}")
     kept = dict(found[:-1])
     answers: dict[str, tuple[Request, Answer]] = {}
-    journal.apply_answer(found[-1][0], pending, answer, kept, answers)
+    halted_id = found[-1][0]
+    journal.apply_answer(halted_id, pending, answer, kept, answers)
+    if halted_id in kept and spec.events is not None:  # fed back without running: its result is now
+        spec.events.result(next(call for call in calls if call.id == halted_id), kept[halted_id])
     state = _State(messages=list(messages[: index + 1]))
     announced = frozenset(call.id for call in calls)  # when the step first ran
     halted, accepted = _step(engine, spec, toolkit, state, calls, kept=kept, answers=answers, announced=announced)
@@ -342,7 +345,9 @@ def _tool_phase(
     asked: dict[str, ToolResult] = {}
     told = set(announced or ())  # calls whose tool_call event was sent when their step first ran
     turn = state.turns
+    given = set(kept)
     rerun = journal.apply_resume(spec.continues, turn, calls, kept, answers)
+    fed_back = [call for call in calls if call.id in kept and call.id not in given]  # declined: not run
     if spec.journal is not None:
         unkept = [call for call in calls if call.id not in kept]
         asked, again = journal.served(spec.journal, toolkit, turn, unkept, kept, rerun)
@@ -350,6 +355,8 @@ def _tool_phase(
     todo = [call for call in calls if call.id not in kept and call.id not in asked]
     if spec.events is not None:  # before the journal's commit, which takes them along
         spec.events.calls([call for call in todo if call.id not in told])  # once per call, resumed or not
+        for call in fed_back:
+            spec.events.result(call, kept[call.id])
     if spec.journal is not None and todo:
         spec.journal.tools_started(turn, [call.id for call in todo])
     # In call order first (arguments, before_tool, a tool's own prepare step: the task

@@ -1,20 +1,22 @@
-"""The runtime's private port: what the ``task`` tool, a dispatcher's worker and ``Agent``
-call on a runtime, and a host never does.
+"""The runtime's private port: what the ``task`` tool, a dispatcher's worker, ``Agent`` and
+the served surfaces call on a runtime, and a host never does.
 
 ``concurrent.futures.Future`` teaches ``result()`` and keeps ``set_result`` for the
 executor; a ``Runtime`` likewise shows the verbs the documentation teaches, and keeps the
 calls its own machinery makes here: delegation's (``task.Team``: spawn a woken child, wait
 for it on this thread, resume below it, close it), a worker's (run the turn a message
 names, behind ``toolnexus.dispatch.run_turn``) and ``Agent``'s (keep the model's
-connections across runtimes, a stream whose end it handles itself). ``port_of(rt)`` is
-the one way in.
+connections across runtimes, a stream whose end it handles itself), the served layer's
+(where the tree is kept) and the AG-UI endpoint's (where a run's events start, the front
+end's tools offered to a thread). ``port_of(rt)`` is the one way in.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from ..data import AgentResult, Answer, HandleView
+from . import offers
 
 if TYPE_CHECKING:
     from .._events.streams import Finish, RunStream, Streams
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from .handle import Handle
     from .scheduler import Scheduler
     from .spawning import Spawner
-    from .tree import TreeStore
+    from .tree import HandleTree, TreeStore
     from .waiting import Waiter
 
 
@@ -63,7 +65,7 @@ class RuntimePort:
         execution: Execution,
         streams: Streams,
         model: ModelEngine,
-        tree_store: TreeStore,
+        tree: HandleTree,
         close_by: Callable[[], float],
     ) -> None:
         self._verbs = verbs
@@ -74,7 +76,7 @@ class RuntimePort:
         self._execution = execution
         self._streams = streams
         self._model = model
-        self._tree_store = tree_store
+        self._tree = tree
         self._close_by = close_by
 
     # --- delegation (``task.Team``) ------------------------------------------------------------
@@ -120,7 +122,20 @@ class RuntimePort:
     def tree_store(self) -> TreeStore:
         """Where the tree lives (its ``state`` and ``runtime_id``): the served layer keeps
         its bindings beside the tree's rows."""
-        return self._tree_store
+        return self._tree.store
+
+    # --- the AG-UI endpoint (``toolnexus.agui``) ------------------------------------------------
+
+    def latest_event(self) -> str:
+        """The id of the tree's latest durable event, read from the state: what any process
+        commits from now on comes after it."""
+        return self._streams.latest()
+
+    def offer(self, h: Handle | str, specs: Sequence[dict[str, Any]]) -> None:
+        """Offer the host's tools ``specs`` (``{"name", "description", "parameters"}``) to
+        the model of ``h``'s turns from its next one on (and to a turn that resumes),
+        instead of what it was offered before."""
+        offers.offer(self._tree, self._tree.get(h).id, specs)
 
     # --- ``Agent`` ------------------------------------------------------------------------------
 

@@ -204,6 +204,8 @@ class HandleRecord:
     failed: FailedTurn | None = None
     #: The tree's own random id (the root's record), part of every idempotency key.
     nonce: str = ""
+    #: Tools a host offers this handle's model and runs itself (``offers.py``): their specs.
+    offered: list[dict[str, Any]] = attrs.Factory(list)
     #: The stored row's version this record reflects (a stored tree only; not in the body).
     version: int = 0
 

@@ -185,7 +185,7 @@ class Runtime(TreeViews):
         self._spawner = Spawner(self._registry, tree, turns, scheduler.admit, execution)
         self._port = RuntimePort(
             weakref.proxy(self), spawner=self._spawner, scheduler=scheduler, waiter=self._waiter,
-            closer=self._closer, execution=execution, streams=self._streams, model=engine.model, tree_store=tree.store,
+            closer=self._closer, execution=execution, streams=self._streams, model=engine.model, tree=tree,
             close_by=functools.partial(_deadline, clock, self._shutdown_s),
         )
         delegation.team = weakref.proxy(self._port)  # its parts hold the delegation: no cycle back

@@ -22,6 +22,7 @@ from ..data import AgentResult, Budget, RunResult, Usage
 from ..errors import Cancelled, ConfigError
 from .._events.log import RunEvents
 from .handle import Handle, Turn
+from .offers import offered
 from ..hooks import Hooks
 from .._run.runspec import Engine, RunSpec
 from .._run.metrics import Metrics, metric_sink
@@ -112,6 +113,8 @@ class TurnRunner:
         toolkit = Toolkit(definition.tools)
         if definition.team:
             toolkit.register(self._task_tool(handle, turn.serial))
+        for hosted in offered(handle):  # the agent's own tools win a clash of names
+            toolkit.register(hosted)
         # A resumed (or taken-over) turn replays from its input: its journal serves every
         # model reply and tool result it recorded, so nothing already done is done again.
         history = self._store.get(handle.id) or []
