@@ -23,7 +23,9 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
-from ._stores.sql import SqlState
+from ._stores.sql.base import SqlState
+from ._stores.sql.dialect import Dialect
+from ._stores.sql.postgres import POSTGRES
 
 log = logging.getLogger("toolnexus")
 
@@ -37,8 +39,8 @@ class PostgresState(SqlState):
     here) or a ``psycopg_pool.ConnectionPool`` the host already has."""
 
     placeholder = "%s"
-    dialect = "postgresql"
-    serial_column = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    dialect: Dialect = POSTGRES
+    schema: str
 
     def __init__(self, conninfo_or_pool: str | ConnectionPool, *, schema: str = "toolnexus", listen: bool = True, max_size: int = 10) -> None:
         self.schema = schema
@@ -92,13 +94,9 @@ class PostgresState(SqlState):
     def _qualified(self, sql: str) -> str:
         return _TABLE.sub(lambda m: f'{m.group(1)} "{self.schema}".tn_', sql)
 
-    def _catalog(self) -> set[str]:
-        rows = self.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?", (self.schema,))
-        return {str(row[0]) for row in rows}
-
     def _prepare_migration(self) -> None:
-        """Concurrent first starts queue here instead of racing on CREATE TABLE."""
-        self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
+        """Concurrent first starts queue on the migration lock, then the schema is made."""
+        super()._prepare_migration()
         self._local.conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
 
     @contextlib.contextmanager
@@ -132,12 +130,9 @@ class PostgresState(SqlState):
         except (PoolTimeout, psycopg.Error) as exc:
             raise StateError(f"PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
 
-    def notify(self, payload: str) -> None:
-        """Wake waiters in every process once the current transaction commits."""
-        self.execute("SELECT pg_notify(?, ?)", self.notice(payload))
-
     def notice(self, payload: str) -> tuple[str, str]:
-        """``pg_notify``'s arguments for ``payload``, for a statement that sends it itself."""
+        """``pg_notify``'s arguments for ``payload``: waiters in every process wake once
+        the transaction that sends it commits."""
         return CHANNEL, f"{self._sender}|{payload}"[:7000]
 
     def now(self) -> float:

@@ -18,7 +18,10 @@ import time
 from typing import Any, Iterator, Sequence
 
 from .errors import ConfigError, StateError
-from ._stores.sql import SCHEMA_VERSION, SqlState, StateStore
+from ._stores.sql.base import SqlState, StateStore
+from ._stores.sql.dialect import Dialect
+from ._stores.sql.schema import SCHEMA_VERSION
+from ._stores.sql.sqlite import SQLITE
 
 log = logging.getLogger("toolnexus")
 
@@ -30,6 +33,7 @@ class SQLiteState(SqlState):
     share a tree between hosts.
     """
 
+    dialect: Dialect = SQLITE
     #: A transaction holds the file's one write lock: nobody else commits meanwhile.
     exclusive_transactions = True
 

@@ -41,7 +41,7 @@ from .refused import Refused
 
 if TYPE_CHECKING:
     from .._team.runtime import Runtime
-    from .._stores.sql import StateStore
+    from .._stores.sql.base import StateStore
 
 #: Random bytes in a public id: 128 bits, 22 URL-safe characters.
 ID_BYTES = 16

@@ -102,8 +102,8 @@ class ConversationGuard:
             self._holders[id] = (lock, users + 1)
         try:
             with lock:  # waits only for the holder's own run, which its limits bound
-                store_lock = getattr(store, "lock", None)
-                with store_lock(id) if callable(store_lock) else contextlib.nullcontext():
+                shared = store.lock(id) if isinstance(store, LockingStore) and callable(store.lock) else None
+                with shared if shared is not None else contextlib.nullcontext():
                     yield
         finally:
             with self._lock:

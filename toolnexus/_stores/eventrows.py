@@ -31,12 +31,12 @@ import attrs
 
 from ..data import AgentResult
 from .._events.log import LOG, EventLog, Logged
-from .sql import StateStore
+from .sql.base import StateStore
 from ..wire import from_wire, to_wire
 
-#: Rows one statement inserts at most (six parameters each).
+#: Rows one statement inserts at most.
 _BATCH = 100
-_COLUMNS = 6
+_COLUMNS = ("runtime_id", "serial", "handle_id", "kind", "body", "at")
 #: How long the watching thread waits for a change before it wakes the streams anyway.
 WATCH_S = 0.25
 
@@ -52,7 +52,7 @@ class StoredEvents:
         self.log = EventLog()
         self._store = store
         self._runtime_id = runtime_id
-        self._counted = store.dialect == "postgresql"  # a counter row orders the commits
+        self._counted = store.dialect.supports_concurrent_writers  # a counter row orders their commits
         self._lock = threading.Lock()  # guards: _held, _last, _watchers, _thread (a leaf)
         self._held: dict[str | None, list[Pending]] = {}
         #: ``(foreign commit count, serial)`` after this process's last insert (SQLite).
@@ -90,7 +90,7 @@ class StoredEvents:
         """Number and insert ``events`` (inside the unit's transaction) and send the
         commit's wake-up ``notice`` (``StateStore.notify``); ``seen`` is the unit's count of
         other connections' commits, when the store keeps one."""
-        if self._counted and hasattr(self._store, "notice"):
+        if self._counted:
             return self._insert_counted(events, self._store.notice(notice))
         self._store.notify(notice)
         base = self._base(len(events), seen)
@@ -100,15 +100,15 @@ class StoredEvents:
         for index, (handle, kind, data, result) in enumerate(events, 1):
             logged.append(Logged(base + index, handle, kind, data, result))
             params += (self._runtime_id, base + index, handle, kind, _body(kind, data, result), now)
-        step = _BATCH * _COLUMNS
+        step = _BATCH * len(_COLUMNS)
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
-            self._store.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
+            self._store.execute(self._store.dialect.insert_rows("tn_stream", _COLUMNS, len(chunk) // len(_COLUMNS)), chunk)
         with self._lock:  # still inside the transaction: the next unit of any thread numbers after it
             self._last = (seen, logged[-1].serial) if seen is not None else None
         return logged
 
-    def _insert_counted(self, events: list[Pending], notice: tuple[str, str]) -> list[Logged]:
+    def _insert_counted(self, events: list[Pending], notice: tuple[str, str] | None) -> list[Logged]:
         """PostgreSQL: count, insert and notify in one statement (one round trip); the
         counter row's lock, taken last, orders the commits of this tree."""
         logged: list[Logged] = []
@@ -118,7 +118,8 @@ class StoredEvents:
             params: list[Any] = [self._runtime_id, len(chunk), self._runtime_id, len(chunk), now]
             for index, (handle, kind, data, result) in enumerate(chunk, 1):
                 params += (index, handle, kind, _body(kind, data, result))
-            rows = self._store.execute(_counted_sql(len(chunk)), [*params, *notice])
+            sql = self._store.dialect.numbered_events(len(chunk), notify=notice is not None)
+            rows = self._store.execute(sql, [*params, *(notice or ())])
             last = int(rows[0][0])
             base = last - len(chunk)
             logged += [Logged(base + index, handle, kind, data, result) for index, (handle, kind, data, result) in enumerate(chunk, 1)]
@@ -154,7 +155,7 @@ class StoredEvents:
             (self._runtime_id, after, limit),
         )
         found = [_logged(row) for row in rows]
-        if found and not _in_host_transaction(self._store):
+        if found and not self._store.in_host_transaction():
             self.log.add(found)
         elif found:
             self.log.seen(found[-1].serial)
@@ -232,24 +233,6 @@ class StoredEvents:
             thread.join(join_timeout)
 
 
-@functools.lru_cache(maxsize=None)
-def _insert_sql(rows: int) -> str:
-    marks = ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
-    return f"INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, at) VALUES {marks}"
-
-
-@functools.lru_cache(maxsize=None)
-def _counted_sql(rows: int) -> str:
-    values = ", ".join(["(CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))"] * rows)
-    return (
-        "WITH counted AS (INSERT INTO tn_stream_serials AS c (runtime_id, last) VALUES (?, ?)"
-        " ON CONFLICT (runtime_id) DO UPDATE SET last = c.last + excluded.last RETURNING last),"
-        " added AS (INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, at)"
-        f" SELECT CAST(? AS TEXT), counted.last - ? + v.k, v.handle_id, v.kind, v.body, CAST(? AS DOUBLE PRECISION) FROM counted, (VALUES {values}) AS v (k, handle_id, kind, body))"
-        " SELECT last, pg_notify(?, ?) FROM counted"
-    )
-
-
 @functools.lru_cache(maxsize=64)
 def _state_body(old: str, new: str) -> str:
     return _DUMPS({"from": old, "to": new})
@@ -290,7 +273,3 @@ def _logged(row: tuple[Any, ...]) -> Logged:
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
-
-def _in_host_transaction(store: StateStore) -> bool:
-    joined = getattr(store, "in_host_transaction", None)
-    return bool(joined()) if callable(joined) else False

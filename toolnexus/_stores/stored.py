@@ -35,7 +35,7 @@ from .._team.handle import Handle, Turn
 from .handlerows import LISTED_COLUMNS, ROOT, body_of, json_value, record_of, spawn_no, views_of_rows
 from .._team.ownership import Ownership
 from .._team.record import HandleRecord, Resume
-from .sql import StateStore, joins_host_transaction
+from .sql.base import StateStore
 from .conversations import ConversationStore
 from ..wire import from_wire, to_wire
 
@@ -104,7 +104,7 @@ class StoredTree:
                 logged = self.stream_events.insert_unit(touched, self._local.events, self._local.seen, notice)  # last: see there
                 if changed and not logged:
                     self.store.notify(notice)
-            joined = joins_host_transaction(self.store)
+            joined = self.store.in_host_transaction()
             if joined:
                 for handle in touched.values():
                     handle.record.version = -1  # the host's transaction may still roll back: re-read next time
@@ -131,7 +131,7 @@ class StoredTree:
     def sync(self, handle: Handle, *, exact: bool = False) -> None:
         touched = getattr(self._local, "touched", None)
         if touched is None:
-            lagging = exact and not getattr(self.store, "exclusive_transactions", False)
+            lagging = exact and not self.store.exclusive_transactions
             self._refresh([handle], None if lagging else self._foreign_commits(), locking=False)
         elif handle.id not in touched:
             self._refresh([handle], self._local.seen, locking=False)  # else the unit read it when it began
@@ -145,7 +145,7 @@ class StoredTree:
         one on a store where it may lag (PostgreSQL), ``locking`` reads, and locks, every
         row the unit changes.
         """
-        exact = seen is not None and (not locking or getattr(self.store, "exclusive_transactions", False))
+        exact = seen is not None and (not locking or self.store.exclusive_transactions)
         stale = [
             handle
             for handle in handles
@@ -155,12 +155,10 @@ class StoredTree:
         if not stale:
             return
         marks = ", ".join("?" for _ in stale)
-        lock = " FOR UPDATE" if locking and self.store.dialect == "postgresql" else ""
         # ORDER BY: every transaction locks rows in one order (ids sort ancestors first), or
         # two of them could each hold a row the other waits for.
-        rows = self.store.execute(
-            f"SELECT id, version, body FROM tn_handles WHERE runtime_id = ? AND id IN ({marks}) ORDER BY id{lock}", (self.runtime_id, *(h.id for h in stale))
-        )
+        select = f"SELECT id, version, body FROM tn_handles WHERE runtime_id = ? AND id IN ({marks}) ORDER BY id"
+        rows = self.store.execute(self.store.dialect.locking(select) if locking else select, (self.runtime_id, *(h.id for h in stale)))
         found = {row[0]: row for row in rows}
         for handle in stale:
             handle.verified = seen
@@ -174,10 +172,7 @@ class StoredTree:
     def _foreign_commits(self) -> int | None:
         """A counter of commits by other connections, when the store has one and this tree
         is its only user in the process (else every read goes to the store)."""
-        if not self._sole_user:
-            return None
-        counter = getattr(self.store, "foreign_commits", None)
-        return counter() if callable(counter) else None
+        return self.store.foreign_commits() if self._sole_user else None
 
     def _write(self, handle: Handle) -> None:
         record = handle.record
@@ -286,9 +281,8 @@ class StoredTree:
 
     def park(self, request: Request, handle_id: str) -> None:
         """Park ``request`` on the deepest handle whose tool asked (children settle first)."""
-        verb, suffix = ("INSERT", " ON CONFLICT DO NOTHING") if self.store.dialect == "postgresql" else ("INSERT OR IGNORE", "")
         self.store.execute(
-            f"{verb} INTO tn_requests (runtime_id, request_id, handle_id, status, request, created_at) VALUES (?, ?, ?, 'open', ?, ?){suffix}",
+            self.store.dialect.insert_ignoring("tn_requests (runtime_id, request_id, handle_id, status, request, created_at) VALUES (?, ?, ?, 'open', ?, ?)"),
             (self.runtime_id, request.id, handle_id, json.dumps(to_wire(request)), time.time()),
         )
 
@@ -388,8 +382,7 @@ class StoredTree:
 
     def now(self) -> float:
         """The store's clock: leases, heartbeats and queue times are compared on it."""
-        now: float = getattr(self.store, "now", time.time)()
-        return now
+        return self.store.now()
 
     def register_owner(self, owner: str, host: str, pid: int) -> None:
         now = self.now()

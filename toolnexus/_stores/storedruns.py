@@ -19,7 +19,7 @@ import attrs
 from ..errors import ConfigError
 from .handlerows import LISTED_COLUMNS, ROOT, records_of_rows
 from .._team.record import HandleRecord
-from .sql import StateStore
+from .sql.base import StateStore
 
 #: The rows a pruned run takes with it: ``(table, the column that names a handle)``, the
 #: handles themselves last. A table that keeps rows per handle or per run joins this list.

@@ -29,7 +29,7 @@ from .record import HandleRecord, Resume
 from .._stores.conversations import ConversationStore, InMemoryStore
 
 if TYPE_CHECKING:
-    from .._stores.sql import StateStore
+    from .._stores.sql.base import StateStore
 
 #: Events kept in memory (a state keeps them all).
 MAX_EVENTS = 10_000

@@ -28,7 +28,11 @@ from typing import Any, Iterator, Sequence
 from django.db import DatabaseError, connections, transaction
 
 from ..errors import ConfigError, StateError
-from .._stores.sql import SCHEMA_VERSION, SqlState
+from .._stores.sql.base import SqlState
+from .._stores.sql.dialect import Dialect
+from .._stores.sql.postgres import POSTGRES
+from .._stores.sql.schema import SCHEMA_VERSION
+from .._stores.sql.sqlite import SQLITE
 
 #: Connections the PostgreSQL state keeps per process (besides one for LISTEN).
 POSTGRES_POOL_SIZE = 4
@@ -42,17 +46,32 @@ TABLES = (
     "tn_stream", "tn_stream_serials", "tn_bindings",
 )
 
-_SERIAL = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
+#: The dialect of each Django database vendor the state runs on.
+_DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRES}
 
 
 def open_django_state(using: str = "default") -> SqlState:
     """The store for ``"state": "django"``: ``DjangoState`` on SQLite, a ``PostgresState``
     on the same database on PostgreSQL (see the module's docstring for why)."""
+    if dialect_of(using).supports_concurrent_writers:
+        return _postgres_state(using)  # row locks held until the view commits would deadlock its views
+    return DjangoState(using)
+
+
+def dialect_of(using: str) -> Dialect:
+    """The dialect of ``DATABASES[using]``.
+
+    Raises:
+        ConfigError: no such database, or a backend the state does not run on.
+    """
     if using not in connections:
         raise ConfigError(f"toolnexus state: no database {using!r} in DATABASES")
-    if connections[using].vendor == "postgresql":
-        return _postgres_state(using)
-    return DjangoState(using)
+    vendor = connections[using].vendor
+    if vendor not in _DIALECTS:
+        raise ConfigError(
+            f"toolnexus state: the {vendor} backend of database {using!r} is not supported (SQLite or PostgreSQL)"
+        )
+    return _DIALECTS[vendor]
 
 
 def _postgres_state(using: str) -> SqlState:
@@ -104,14 +123,8 @@ class DjangoState(SqlState):
     placeholder = "%s"  # Django's cursors take %s on every backend
 
     def __init__(self, using: str = "default", *, check: bool = True) -> None:
-        if using not in connections:
-            raise ConfigError(f"toolnexus state: no database {using!r} in DATABASES")
-        vendor = connections[using].vendor
-        if vendor not in _SERIAL:
-            raise ConfigError(f"toolnexus state: the {vendor} backend of database {using!r} is not supported (SQLite or PostgreSQL)")
+        self.dialect = dialect_of(using)
         self.using = using
-        self.dialect = vendor
-        self.serial_column = _SERIAL[vendor]
         self._local = threading.local()  # depth: this thread's nesting of transaction()
         self._closing = threading.Event()
         if check:
@@ -175,16 +188,13 @@ class DjangoState(SqlState):
 
     def _lock_for_writing(self) -> None:
         """SQLite: take the write lock as the transaction begins (as ``BEGIN IMMEDIATE``
-        does), so that a read-then-write waits for another writer instead of failing."""
-        if self.dialect != "sqlite":
+        does), so that a read-then-write waits for another writer instead of failing. A
+        database whose writers lock rows one by one needs nothing here."""
+        if self.dialect.supports_concurrent_writers:
             return
         mode = (connections[self.using].settings_dict.get("OPTIONS") or {}).get("transaction_mode")
         if str(mode).upper() not in ("IMMEDIATE", "EXCLUSIVE"):
             self.execute("UPDATE tn_meta SET value = value WHERE key = 'schema_version'")
-
-    def _prepare_migration(self) -> None:
-        if self.dialect == "postgresql":
-            self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
 
     def _check_schema(self) -> None:
         """The tables are the migration's: missing ones, or a newer schema, are a ``ConfigError``."""
