@@ -1,6 +1,6 @@
 """State stores: the SQL databases a durable tree lives in (``state=`` on a ``Runtime``).
 
-``StateStore`` is the few calls a stored tree (``stored.StoredTree``) makes of a database:
+``StateStore`` is the few calls a stored tree (``_stores.sql.tree.StoredTree``) makes of a database:
 transactions, statements, cross-process wake-ups, the schema. ``SQLiteState`` keeps one
 writer connection per process behind a leaf lock (WAL mode, ``busy_timeout`` for other
 processes); ``toolnexus.postgres.PostgresState`` shares the same SQL through ``SqlState``.

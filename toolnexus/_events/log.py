@@ -2,7 +2,7 @@
 
 A tree's events are numbered by one serial per tree: without a state this log numbers
 them as they happen (and keeps the last ``MAX_EVENTS``); with a state they are numbered
-and committed inside the unit of work that made them (``eventrows.py``), and the log
+and committed inside the unit of work that made them (``_stores/sql/events.py``), and the log
 keeps the ones this process committed or read, so that a stream here rarely has to read
 the state. ``text`` events are not durable: they exist only in the process whose model
 call wrote them, and their id is ``"<the last durable serial>.<k>"``, so they sort
@@ -273,7 +273,7 @@ def starts_turn(event: Logged, handle_id: str) -> bool:
 
 class TreeEvents(Protocol):
     """A tree store's events: where they are recorded and read (the memory side below;
-    a state's in ``eventrows.py``)."""
+    a state's in ``_stores/sql/events.py``)."""
 
     log: EventLog
 

@@ -2,7 +2,7 @@
 
 A ``RunStream`` is an iterator of ``Event`` over one ``Watch``: the events of one handle
 and its subtree (every event, for a ``Client`` run) after a cursor, read from the tree's
-log (``events.py``) and, with a state, from its rows (``eventrows.py``), merged in id
+log (``events.py``) and, with a state, from its rows (``_stores/sql/events.py``), merged in id
 order. While a watch exists, the model calls of the handle it watches and of every
 descendant use the provider's streaming mode, so ``text`` events arrive as the model
 writes.

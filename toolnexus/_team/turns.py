@@ -35,7 +35,7 @@ from .._tools.tools import Tool
 from .._model.cancel import TurnGate
 
 if TYPE_CHECKING:
-    from .tree import TreeStore
+    from .._stores.parts import TreeStore
 
 log = logging.getLogger("toolnexus")
 
@@ -185,7 +185,7 @@ class TurnRunner:
         budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
         capped = budget.max_cost is not None
         counted = functools.partial(self._count_call, turn)
-        turn.journal = self._tree_store.journal(
+        turn.journal = self._tree_store.journal.open(
             handle, turn, self._lineage, self._owner, counted, defer_final=not capped
         )
         return RunSpec(
@@ -209,7 +209,7 @@ class TurnRunner:
             price=self.prices.get(self.model_of(definition)),
             flight=self._flight(handle, turn) if capped else None,
             output=output_type(definition.output),
-            events=RunEvents(handle.id, self._tree_store.emit, self._tree_store.stream_events.log),
+            events=RunEvents(handle.id, self._tree_store.events.emit, self._tree_store.events.stream.log),
             needs_usage=capped or budget.max_tokens is not None,
         )
 

@@ -15,7 +15,7 @@ import shlex
 import sqlite3
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from .console import tree_lines
 from ..data import Request
@@ -24,8 +24,6 @@ from .._team.ownership import orphans
 from .._team.record import HandleRecord, view_of
 from ..state import SQLiteState, StateStore, open_state
 
-if TYPE_CHECKING:
-    from .._stores.stored import StoredTree
 
 #: The closed runs ``show`` lists without ``--all``: the most recently started ones.
 SHOWN_CLOSED_RUNS = 20
@@ -82,7 +80,9 @@ def add_commands(commands: Any) -> None:
 
 
 def show(args: argparse.Namespace) -> int:
-    from .._stores.storedruns import listed_runs
+    from .._stores.sql.owners import SqlOwners
+    from .._stores.sql.requests import SqlRequests
+    from .._stores.sql.runs import listed_runs
 
     store = existing_state(args.state)
     try:
@@ -91,15 +91,14 @@ def show(args: argparse.Namespace) -> int:
         if not listing.records:
             out.write(f"no tree {args.runtime_id!r} in {args.state}\n")
             return 2
-        tree = _tree(store, args.runtime_id)
-        orphaned = {handle_id for handle_id, _ in orphans(tree, _LEASE_S)}
+        orphaned = {handle_id for handle_id, _ in orphans(SqlOwners(store, args.runtime_id), _LEASE_S)}
         states = {record.id: shown_state(record, orphaned) for record in listing.records}
         lines = tree_lines([view_of(record) for record in listing.records], states=states)
         out.write("\n".join(lines) + "\n")
         if listing.closed_left_out:
             more = listing.closed_left_out
             out.write(f"({more} older closed run{'s' if more != 1 else ''} not shown: --all lists every run)\n")
-        requests = tree.open_requests()
+        requests = SqlRequests(store, args.runtime_id).open_requests()
         out.write(f"\nopen requests: {len(requests)}\n")
         for request in requests:
             path = "/".join((request.data or {}).get("path", []))
@@ -123,7 +122,7 @@ def shown_state(record: HandleRecord, orphaned: set[str]) -> str:
 
 
 def prune(args: argparse.Namespace) -> int:
-    from .._stores.storedruns import prune_runs
+    from .._stores.sql.runs import prune_runs
 
     store = existing_state(args.state)
     try:
@@ -137,12 +136,6 @@ def prune(args: argparse.Namespace) -> int:
 
 
 _TREES = "SELECT DISTINCT runtime_id FROM tn_handles"
-
-
-def _tree(store: StateStore, runtime_id: str) -> StoredTree:
-    from .._stores.stored import StoredTree
-
-    return StoredTree(store, runtime_id)
 
 
 def backup(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """A stored tree's stream events: rows of ``tn_stream``, numbered by one serial per tree.
 
-Events are committed inside the unit of work that made them (``StoredTree.change``): a
+Events are committed inside the unit of work that made them (``unit.Unit``): a
 state change with its row, a model reply's ``message`` with the reply's journal row, a
 call's ``tool_result`` with its result. One unit inserts its events in one statement.
 An event made outside any unit (the loop announces a reply just before the journal
@@ -25,14 +25,15 @@ import functools
 import json
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, ContextManager, Iterable, Iterator, Protocol
 
 import attrs
 
-from ..data import AgentResult
-from .._events.log import LOG, EventLog, Logged
-from .sql.base import StateStore
-from ..wire import from_wire, to_wire
+from ..._events.log import LOG, EventLog, Logged, TreeEvents
+from ..._team.handle import Handle
+from ...data import AgentResult
+from ...wire import from_wire, to_wire
+from .base import StateStore
 
 #: Rows one statement inserts at most.
 _BATCH = 100
@@ -45,14 +46,54 @@ _DUMPS = json.JSONEncoder(separators=(",", ":")).encode
 Pending = tuple[str | None, str, dict[str, Any], Any]
 
 
+class OpenUnits(Protocol):
+    """What the events part asks of a stored tree's units of work (``unit.Unit``)."""
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[None]: ...
+
+    def made(self) -> list[Pending] | None: ...
+
+
+class SqlLog:
+    """A stored tree's events (``parts.TreeLog``): a stream event joins the open unit of
+    work; the runtime's own log shares the stream's rows (a ``log`` row, which no stream
+    yields)."""
+
+    def __init__(self, stream: StoredEvents, units: OpenUnits) -> None:
+        self.stream: TreeEvents = stream
+        self._stream = stream
+        self._units = units
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        made = self._units.made()
+        if made is not None:
+            made.append((handle, kind, data, result))
+        elif now:
+            with self._units.change():
+                self._add((handle, kind, data, result))
+        else:
+            self._stream.hold(handle, (handle, kind, data, result))
+
+    def _add(self, event: Pending) -> None:
+        made = self._units.made()
+        assert made is not None  # inside the unit just opened
+        made.append(event)
+
+    def add_log(self, entry: dict[str, Any]) -> None:
+        self.emit(entry["handle"], LOG, entry, now=True)
+
+    def runtime_log(self) -> list[dict[str, Any]]:
+        return self._stream.runtime_log()
+
+
 class StoredEvents:
     """The ``tn_stream`` rows of one tree, and this process's log of them."""
 
-    def __init__(self, store: StateStore, runtime_id: str) -> None:
+    def __init__(self, state: StateStore, runtime_id: str) -> None:
         self.log = EventLog()
-        self._store = store
+        self._state = state
         self._runtime_id = runtime_id
-        self._counted = store.dialect.supports_concurrent_writers  # a counter row orders their commits
+        self._counted = state.dialect.supports_concurrent_writers  # a counter row orders their commits
         self._lock = threading.Lock()  # guards: _held, _last, _watchers, _thread (a leaf)
         self._held: dict[str | None, list[Pending]] = {}
         #: ``(foreign commit count, serial)`` after this process's last insert (SQLite).
@@ -89,10 +130,10 @@ class StoredEvents:
     def insert(self, events: list[Pending], seen: int | None, notice: str) -> list[Logged]:
         """Number and insert ``events`` (inside the unit's transaction) and send the
         commit's wake-up ``notice`` (``StateStore.notify``); ``seen`` is the unit's count of
-        other connections' commits, when the store keeps one."""
+        other connections' commits, when the state keeps one."""
         if self._counted:
-            return self._insert_counted(events, self._store.notice(notice))
-        self._store.notify(notice)
+            return self._insert_counted(events, self._state.notice(notice))
+        self._state.notify(notice)
         base = self._base(len(events), seen)
         now = time.time()
         logged = []
@@ -103,7 +144,7 @@ class StoredEvents:
         step = _BATCH * len(_COLUMNS)
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
-            self._store.execute(self._store.dialect.insert_rows("tn_stream", _COLUMNS, len(chunk) // len(_COLUMNS)), chunk)
+            self._state.execute(self._state.dialect.insert_rows("tn_stream", _COLUMNS, len(chunk) // len(_COLUMNS)), chunk)
         with self._lock:  # still inside the transaction: the next unit of any thread numbers after it
             self._last = (seen, logged[-1].serial) if seen is not None else None
         return logged
@@ -118,8 +159,8 @@ class StoredEvents:
             params: list[Any] = [self._runtime_id, len(chunk), self._runtime_id, len(chunk), now]
             for index, (handle, kind, data, result) in enumerate(chunk, 1):
                 params += (index, handle, kind, _body(kind, data, result))
-            sql = self._store.dialect.numbered_events(len(chunk), notify=notice is not None)
-            rows = self._store.execute(sql, [*params, *(notice or ())])
+            sql = self._state.dialect.numbered_events(len(chunk), notify=notice is not None)
+            rows = self._state.execute(sql, [*params, *(notice or ())])
             last = int(rows[0][0])
             base = last - len(chunk)
             logged += [Logged(base + index, handle, kind, data, result) for index, (handle, kind, data, result) in enumerate(chunk, 1)]
@@ -131,7 +172,7 @@ class StoredEvents:
             last = self._last
         if last is not None and seen is not None and last[0] == seen:
             return last[1]  # nobody else committed since this process's last insert
-        return int(self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
+        return int(self._state.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
 
     def committed(self, logged: list[Logged], *, kept: bool) -> None:
         """After the commit: the log learns the events (``kept``: this commit is final,
@@ -150,12 +191,12 @@ class StoredEvents:
     # --- reading -----------------------------------------------------------------------------------
 
     def read(self, after: int, limit: int) -> list[Logged]:
-        rows = self._store.execute(
+        rows = self._state.execute(
             "SELECT serial, handle_id, kind, body FROM tn_stream WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
             (self._runtime_id, after, limit),
         )
         found = [_logged(row) for row in rows]
-        if found and not self._store.in_host_transaction():
+        if found and not self._state.in_host_transaction():
             self.log.add(found)
         elif found:
             self.log.seen(found[-1].serial)
@@ -165,7 +206,7 @@ class StoredEvents:
         """The serial of ``handle_id``'s latest turn start: the log's, unless the state has a
         later one (a turn that ran in another process, which this log never heard of)."""
         found = self.log.turn_start(handle_id)
-        rows = self._store.execute(
+        rows = self._state.execute(
             "SELECT serial, body FROM tn_stream WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' AND serial > ?"
             " ORDER BY serial DESC LIMIT 64",
             (self._runtime_id, handle_id, found or 0),
@@ -177,13 +218,13 @@ class StoredEvents:
 
     def runtime_log(self) -> list[dict[str, Any]]:
         """The runtime's own log (``Runtime.events``): its rows among the stream events,
-        after those of the table a store written before kept them in."""
-        older = self._store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self._runtime_id,))
-        rows = self._store.execute(f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,))
+        after those of the table a state written before kept them in."""
+        older = self._state.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self._runtime_id,))
+        rows = self._state.execute(f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,))
         return [_json(row[0]) for row in older + rows]
 
     def last(self) -> int:
-        rows = self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))
+        rows = self._state.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))
         last = int(rows[0][0])
         self.log.seen(last)
         return last
@@ -208,7 +249,7 @@ class StoredEvents:
         if not here:
             self.log.wait(version, timeout)  # the watching thread wakes it
             return
-        self._store.wait_change(WATCH_S if timeout is None else max(0.0, min(timeout, WATCH_S)))
+        self._state.wait_change(WATCH_S if timeout is None else max(0.0, min(timeout, WATCH_S)))
         self.log.poke(foreign=True)
 
     def _watch(self) -> None:
@@ -218,8 +259,8 @@ class StoredEvents:
                     self._thread = None
                     return
             try:
-                self._store.wait_change(WATCH_S)
-            except Exception:  # a store that fails to wait: the streams' own reads name the fault
+                self._state.wait_change(WATCH_S)
+            except Exception:  # a state that fails to wait: the streams' own reads name the fault
                 self._stopped.wait(WATCH_S)  # nothing to wait on: pace the streams' reads
             self.log.poke(foreign=True)
 
