@@ -2,10 +2,10 @@
 
 Tables live in one schema (default ``toolnexus``), created on first use under an advisory
 lock so that concurrent first starts cannot race. Connections come from a
-``psycopg_pool.ConnectionPool``; each store transaction holds one connection and locks the
+``psycopg_pool.ConnectionPool``; each transaction of the state holds one connection and locks the
 rows it changes (``SELECT ... FOR UPDATE``), so threads and processes change different
 handles in parallel. Commits that touch a handle send ``NOTIFY toolnexus``; one listener
-thread per store wakes waiters, and a waiter re-reads the state at least every 250 ms in
+thread per state wakes waiters, and a waiter re-reads the state at least every 250 ms in
 case a notification was lost (a dropped connection, or a pooler without LISTEN).
 """
 
@@ -42,14 +42,21 @@ class PostgresState(SqlState):
     dialect: Dialect = POSTGRES
     schema: str
 
-    def __init__(self, conninfo_or_pool: str | ConnectionPool, *, schema: str = "toolnexus", listen: bool = True, max_size: int = 10) -> None:
+    def __init__(
+        self,
+        conninfo_or_pool: str | ConnectionPool,
+        *,
+        schema: str = "toolnexus",
+        listen: bool = True,
+        max_size: int = 10,
+    ) -> None:
         self.schema = schema
         self._local = threading.local()  # the connection of this thread's open transaction
         self._closed = threading.Event()
         self._generation = 0
-        self._foreign = 0  # notifications from other stores, as ``foreign_commits`` counts them
+        self._foreign = 0  # notifications from other states, as ``foreign_commits`` counts them
         self._changed = threading.Condition()  # guards: _generation, _foreign; notified by the listener
-        #: Marks this store's own notifications, so that they do not count as foreign.
+        #: Marks this state's own notifications, so that they do not count as foreign.
         self._sender = os.urandom(8).hex()
         if isinstance(conninfo_or_pool, ConnectionPool):
             self._pool, self._owns_pool = conninfo_or_pool, False
@@ -141,7 +148,7 @@ class PostgresState(SqlState):
         return float(rows[0][0])
 
     def foreign_commits(self) -> int | None:
-        """A count of the commits other stores announced, or ``None`` without a listener.
+        """A count of the commits other states announced, or ``None`` without a listener.
         It may lag a commit by the time its notification takes to arrive, so it serves
         reads outside a transaction only (inside one, rows are read and locked)."""
         if self._listener is None:

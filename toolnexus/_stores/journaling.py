@@ -18,7 +18,9 @@ class JournalRows:
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         raise NotImplementedError
 
-    def get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+    def get(
+        self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
+    ) -> tuple[str, Any] | None:
         raise NotImplementedError
 
     def put(

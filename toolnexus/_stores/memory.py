@@ -64,7 +64,9 @@ class MemoryRequests:
 
     def suspended_on(self, request_id: str, table: Callable[[], list[Handle]]) -> list[str]:
         return [
-            handle.id for handle in table() if handle.record.pending is not None and handle.record.pending.id == request_id
+            handle.id
+            for handle in table()
+            if handle.record.pending is not None and handle.record.pending.id == request_id
         ]
 
     def open_requests(self) -> list[Request]:
@@ -83,7 +85,9 @@ class MemoryJournal(JournalRows):
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING
 
-    def get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+    def get(
+        self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
+    ) -> tuple[str, Any] | None:
         with self._lock:
             rows = self._rows.get((handle_id, serial))
             return rows.get((segment, kind, step, call_id)) if rows is not None else None
@@ -187,7 +191,7 @@ class MemoryOwners:
 
 class MemoryTree:
     """A tree that lives and ends with its runtime (``parts.TreeStore``). ``conversations``
-    is the host's store, or an in-memory one the tree owns."""
+    is the host's conversation store, or an in-memory one the tree owns."""
 
     runtime_id: str = "memory"
     lasting: bool = False

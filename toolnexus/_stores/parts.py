@@ -99,7 +99,9 @@ class Journals(TurnDocuments, Protocol):
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         """The tree store's unit of work, which the journal's writes join."""
 
-    def get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+    def get(
+        self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
+    ) -> tuple[str, Any] | None:
         """A row's ``(status, payload)``."""
 
     def put(
@@ -205,7 +207,7 @@ class TreeStore(Protocol):
         sees every commit made before the call (see ``Handle.sync``)."""
 
     def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
-        """The root: the kept one when the store holds this tree already, else ``fresh``."""
+        """The root: the kept one when the state holds this tree already, else ``fresh``."""
 
     def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
         """Wait for a change to ``handle`` (lock held, released while waiting): ``here``

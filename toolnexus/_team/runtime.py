@@ -165,7 +165,7 @@ class Runtime(TreeViews):
         tree, execution, clock = self._tree, self._execution, self._clock
         self._delegation = delegation = Delegation(tree, execution.submit)
         self._turns = turns = TurnRunner(
-            engine=engine, store=tree.store.transcripts.conversations, clock=clock, lineage=tree.lineage,
+            engine=engine, conversations=tree.store.transcripts.conversations, clock=clock, lineage=tree.lineage,
             task_tool=delegation.task_tool, nonce=self.root.record.nonce, tree_store=tree.store, owner=self._owner,
             **turn_options,
         )

@@ -51,7 +51,9 @@ def shown_id(value: object) -> str:
 class HandleTree:
     """The runtime's table of handles, rooted at ``root``, over one tree store."""
 
-    def __init__(self, store: TreeStore, root: Handle, load: Callable[[HandleRecord], Handle], keep_closed: int = 1000) -> None:
+    def __init__(
+        self, store: TreeStore, root: Handle, load: Callable[[HandleRecord], Handle], keep_closed: int = 1000
+    ) -> None:
         self.store = store
         self.root = root
         self._load = load

@@ -43,13 +43,13 @@ Metric = Callable[[dict[str, Any]], None]
 
 
 class TurnRunner:
-    """Runs turns for one runtime: shared engine, store, turn gate and metrics."""
+    """Runs turns for one runtime: shared engine, conversation store, turn gate and metrics."""
 
     def __init__(
         self,
         *,
         engine: Engine,
-        store: ConversationStore,
+        conversations: ConversationStore,
         model: str,
         hooks: Any,
         on_metric: Callable[[dict[str, Any]], Any] | None,
@@ -71,7 +71,7 @@ class TurnRunner:
         self.model = model
         self.prices = dict(prices or {})
         self._spending = Spending()
-        self._store = store
+        self._conversations = conversations
         self._hooks = hooks
         self._on_metric = on_metric
         self._gate = gate
@@ -117,7 +117,7 @@ class TurnRunner:
             toolkit.register(hosted)
         # A resumed (or taken-over) turn replays from its input: its journal serves every
         # model reply and tool result it recorded, so nothing already done is done again.
-        history = self._store.get(handle.id) or []
+        history = self._conversations.get(handle.id) or []
         messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
         run = loop.start(self.engine, spec, toolkit, messages)
         result = AgentResult(

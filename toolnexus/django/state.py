@@ -1,7 +1,7 @@
 """The durable tree in the project's own database (``"state": "django"``).
 
-``open_django_state(using)`` picks the store for ``DATABASES[using]``; the SQL is always the
-one every store shares (``toolnexus.state.SqlState``).
+``open_django_state(using)`` picks the state for ``DATABASES[using]``; the SQL is always the
+one every state shares (``toolnexus.state.SqlState``).
 
 - **SQLite** (``DjangoState``): a change goes through the connection of the thread that
   makes it. SQLite has one write lock per database, and a view's transaction may hold it,
@@ -51,7 +51,7 @@ _DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRES}
 
 
 def open_django_state(using: str = "default") -> SqlState:
-    """The store for ``"state": "django"``: ``DjangoState`` on SQLite, a ``PostgresState``
+    """The state for ``"state": "django"``: ``DjangoState`` on SQLite, a ``PostgresState``
     on the same database on PostgreSQL (see the module's docstring for why)."""
     if dialect_of(using).supports_concurrent_writers:
         return _postgres_state(using)  # row locks held until the view commits would deadlock its views
@@ -80,12 +80,18 @@ def _postgres_state(using: str) -> SqlState:
 
         from ..postgres import PostgresState
     except ImportError as exc:  # depends on the extra
-        raise ConfigError('"state": "django" on PostgreSQL needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)') from exc
+        raise ConfigError(
+            '"state": "django" on PostgreSQL needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)'
+        ) from exc
 
     conn = connections[using]
     params = dict(conn.get_connection_params())
     params["application_name"] = f"{params.get('application_name') or 'django'} toolnexus"[:63]
-    plain = {key: str(value) for key, value in params.items() if isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""}
+    plain = {
+        key: str(value)
+        for key, value in params.items()
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""
+    }
     plain.pop("prepare_threshold", None)
     with conn.cursor() as cursor:  # the tables sit beside Django's own (the migration made them there)
         cursor.execute("SELECT current_schema()")
@@ -103,7 +109,8 @@ def _postgres_state(using: str) -> SqlState:
         def __repr__(self) -> str:
             return f"PostgresState(django database {using!r}, schema={self.schema!r})"
 
-    return MigratedPostgresState(psycopg.conninfo.make_conninfo("", **plain), schema=schema, max_size=POSTGRES_POOL_SIZE)
+    conninfo = psycopg.conninfo.make_conninfo("", **plain)
+    return MigratedPostgresState(conninfo, schema=schema, max_size=POSTGRES_POOL_SIZE)
 
 
 def _check_version(rows: list[tuple[Any, ...]], using: str) -> None:
@@ -117,7 +124,7 @@ def _check_version(rows: list[tuple[Any, ...]], using: str) -> None:
 
 class DjangoState(SqlState):
     """The state in ``DATABASES[using]``, in the tables the ``toolnexus`` app's migration
-    creates, through Django's own connections (the SQLite store; the migration uses it on
+    creates, through Django's own connections (the SQLite state; the migration uses it on
     PostgreSQL too)."""
 
     placeholder = "%s"  # Django's cursors take %s on every backend
@@ -203,7 +210,10 @@ class DjangoState(SqlState):
             present = set(conn.introspection.table_names(cursor))
         missing = [table for table in TABLES if table not in present]
         if missing:
-            raise ConfigError(f"the toolnexus tables are missing from database {self.using!r} ({', '.join(missing)}): run manage.py migrate")
+            raise ConfigError(
+                f"the toolnexus tables are missing from database {self.using!r} ({', '.join(missing)}):"
+                " run manage.py migrate"
+            )
         _check_version(self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'"), self.using)
 
     # --- waiting and closing --------------------------------------------------------------------

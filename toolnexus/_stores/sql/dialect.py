@@ -1,9 +1,9 @@
-"""What a SQL database can do and how it spells what the stores say: its dialect.
+"""What a SQL database can do and how it spells the SQL of a state: its dialect.
 
-The SQL of the stores is written once; where databases differ, the code asks the state's
+The SQL of the parts is written once; where databases differ, the code asks the state's
 dialect (``state.dialect``), never its name, as SQLAlchemy's dialects declare their
 differences as attributes (``supports_*``) and spelling methods. ``Dialect`` holds what
-every database the stores run on agrees on; ``sqlite.SQLiteDialect`` and
+every database a state runs on agrees on; ``sqlite.SQLiteDialect`` and
 ``postgres.PostgresDialect`` say where they part.
 
 Statements use ``?`` placeholders; a state whose driver takes another style rewrites them

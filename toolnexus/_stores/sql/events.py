@@ -119,7 +119,9 @@ class StoredEvents:
                 found.extend(self._held.pop(handle_id, ()))
             return found
 
-    def insert_unit(self, touched: Iterable[str], made: list[Pending], seen: int | None, notice: str) -> list[Logged] | None:
+    def insert_unit(
+        self, touched: Iterable[str], made: list[Pending], seen: int | None, notice: str
+    ) -> list[Logged] | None:
         """A unit of work's events (first those its ``touched`` handles held, then those it
         ``made``), numbered and inserted with the commit's wake-up ``notice``; ``None`` when
         it has none (the caller sends the wake-up). The unit's last statement: on
@@ -144,7 +146,9 @@ class StoredEvents:
         step = _BATCH * len(_COLUMNS)
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
-            self._state.execute(self._state.dialect.insert_rows("tn_stream", _COLUMNS, len(chunk) // len(_COLUMNS)), chunk)
+            self._state.execute(
+                self._state.dialect.insert_rows("tn_stream", _COLUMNS, len(chunk) // len(_COLUMNS)), chunk
+            )
         with self._lock:  # still inside the transaction: the next unit of any thread numbers after it
             self._last = (seen, logged[-1].serial) if seen is not None else None
         return logged
@@ -163,7 +167,10 @@ class StoredEvents:
             rows = self._state.execute(sql, [*params, *(notice or ())])
             last = int(rows[0][0])
             base = last - len(chunk)
-            logged += [Logged(base + index, handle, kind, data, result) for index, (handle, kind, data, result) in enumerate(chunk, 1)]
+            logged += [
+                Logged(base + index, handle, kind, data, result)
+                for index, (handle, kind, data, result) in enumerate(chunk, 1)
+            ]
         return logged
 
     def _base(self, count: int, seen: int | None) -> int:
@@ -172,7 +179,11 @@ class StoredEvents:
             last = self._last
         if last is not None and seen is not None and last[0] == seen:
             return last[1]  # nobody else committed since this process's last insert
-        return int(self._state.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
+        return int(
+            self._state.execute(
+                "SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,)
+            )[0][0]
+        )
 
     def committed(self, logged: list[Logged], *, kept: bool) -> None:
         """After the commit: the log learns the events (``kept``: this commit is final,
@@ -192,7 +203,8 @@ class StoredEvents:
 
     def read(self, after: int, limit: int) -> list[Logged]:
         rows = self._state.execute(
-            "SELECT serial, handle_id, kind, body FROM tn_stream WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
+            "SELECT serial, handle_id, kind, body FROM tn_stream"
+            " WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
             (self._runtime_id, after, limit),
         )
         found = [_logged(row) for row in rows]
@@ -207,7 +219,8 @@ class StoredEvents:
         later one (a turn that ran in another process, which this log never heard of)."""
         found = self.log.turn_start(handle_id)
         rows = self._state.execute(
-            "SELECT serial, body FROM tn_stream WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' AND serial > ?"
+            "SELECT serial, body FROM tn_stream"
+            " WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' AND serial > ?"
             " ORDER BY serial DESC LIMIT 64",
             (self._runtime_id, handle_id, found or 0),
         )
@@ -220,11 +233,15 @@ class StoredEvents:
         """The runtime's own log (``Runtime.events``): its rows among the stream events,
         after those of the table a state written before kept them in."""
         older = self._state.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self._runtime_id,))
-        rows = self._state.execute(f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,))
+        rows = self._state.execute(
+            f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,)
+        )
         return [_json(row[0]) for row in older + rows]
 
     def last(self) -> int:
-        rows = self._state.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))
+        rows = self._state.execute(
+            "SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,)
+        )
         last = int(rows[0][0])
         self.log.seen(last)
         return last
@@ -308,9 +325,14 @@ def _logged(row: tuple[Any, ...]) -> Logged:
     data = _json(body)
     if kind != "result" or "is_error" not in data:
         return Logged(int(serial), handle, kind, data)
-    return Logged(int(serial), handle, kind, {key: data.get(key) for key in ("status", "text", "total_tokens")}, from_wire(AgentResult, data))
+    return Logged(
+        int(serial),
+        handle,
+        kind,
+        {key: data.get(key) for key in ("status", "text", "total_tokens")},
+        from_wire(AgentResult, data),
+    )
 
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
-

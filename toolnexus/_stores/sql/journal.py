@@ -28,9 +28,12 @@ class SqlJournal(JournalRows):
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return self._unit(*handles, dirty=dirty)
 
-    def get(self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
+    def get(
+        self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
+    ) -> tuple[str, Any] | None:
         rows = self._state.execute(
-            "SELECT status, payload FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ?"
+            "SELECT status, payload FROM tn_journal"
+            " WHERE runtime_id = ? AND handle_id = ? AND serial = ? AND segment = ?"
             " AND kind = ? AND step = ? AND call_id = ?",
             (self._runtime_id, handle_id, serial, segment, kind, step, call_id),
         )

@@ -15,7 +15,18 @@ from .base import StateStore
 from .handlerows import body_of, json_value, record_of, spawn_no
 
 #: A handle row's columns, in the order ``write`` gives them.
-_COLUMNS = ("runtime_id", "id", "parent_id", "spawn_no", "state", "version", "settled", "pending_id", "body", "updated_at")
+_COLUMNS = (
+    "runtime_id",
+    "id",
+    "parent_id",
+    "spawn_no",
+    "state",
+    "version",
+    "settled",
+    "pending_id",
+    "body",
+    "updated_at",
+)
 _RECORD_FIELDS = tuple(field.name for field in attrs.fields(HandleRecord))
 
 
@@ -47,7 +58,8 @@ class SqlRecords:
     def live(self) -> list[tuple[str, str]]:
         """``(id, agent name)`` of every handle that is not closed, in id order."""
         rows = self._state.execute(
-            "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed' ORDER BY id", (self._runtime_id,)
+            "SELECT id, body FROM tn_handles WHERE runtime_id = ? AND state <> 'closed' ORDER BY id",
+            (self._runtime_id,),
         )
         return [(row[0], json_value(row[1])["name"]) for row in rows]
 

@@ -21,12 +21,15 @@ class SqlRequests:
         self._state = state
         self._runtime_id = runtime_id
         self._park = state.dialect.insert_ignoring(
-            "tn_requests (runtime_id, request_id, handle_id, status, request, created_at) VALUES (?, ?, ?, 'open', ?, ?)"
+            "tn_requests (runtime_id, request_id, handle_id, status, request, created_at)"
+            " VALUES (?, ?, ?, 'open', ?, ?)"
         )
 
     def park(self, request: Request, handle_id: str) -> None:
         """Park ``request`` on the deepest handle whose tool asked (children settle first)."""
-        self._state.execute(self._park, (self._runtime_id, request.id, handle_id, json.dumps(to_wire(request)), time.time()))
+        self._state.execute(
+            self._park, (self._runtime_id, request.id, handle_id, json.dumps(to_wire(request)), time.time())
+        )
 
     def parked(self, request_id: str) -> str | None:
         rows = self._state.execute(

@@ -3,7 +3,7 @@
 Statements are written once; ``{serial}`` and ``{clustered}`` are the words a dialect
 spells differently (``Dialect.ddl``). Migrations only add (``SqlState.migrate``): a table or
 index that is missing is created, an older stamp is brought up to ``SCHEMA_VERSION`` (from
-schema 1 by ``upgrade_from_1``), and a store stamped with a newer one is refused before
+schema 1 by ``upgrade_from_1``), and a state stamped with a newer one is refused before
 anything is written to it.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Protocol, Sequence
 
 from ...errors import ConfigError
 
-#: The schema this code writes. A store stamped with a higher number is refused.
+#: The schema this code writes. A state stamped with a higher number is refused.
 SCHEMA_VERSION = 3
 
 META = "CREATE TABLE IF NOT EXISTS tn_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -58,7 +58,7 @@ SCHEMA = [
         runtime_id TEXT NOT NULL, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (runtime_id, conversation_id))""",
     # Stream events (``events.py``), numbered by one serial per tree; the counter row
-    # orders the commits of concurrent writers. Added tables only: a store written without
+    # orders the commits of concurrent writers. Added tables only: a state written without
     # them reads on.
     """CREATE TABLE IF NOT EXISTS tn_stream (
         runtime_id TEXT NOT NULL, serial BIGINT NOT NULL, handle_id TEXT, kind TEXT NOT NULL,
@@ -88,12 +88,13 @@ class Executes(Protocol):
 def upgrade_from_1(state: Executes) -> None:
     """Schema 1 to 2: handle bodies take the record's new shape (the running turn as one
     value, a queued wake as one). A turn in flight cannot be carried over (its journal is
-    kept differently): such a store is refused, naming the handles to finish first."""
+    kept differently): such a state is refused, naming the handles to finish first."""
     busy = state.execute("SELECT runtime_id, id FROM tn_handles WHERE state IN ('running', 'suspended')")
     if busy:
         names = ", ".join(f"{runtime_id}:{handle_id}" for runtime_id, handle_id in busy[:5])
         raise ConfigError(
-            f"the state store has runs in flight from toolnexus 0.1.0 (schema 1: {names}{'...' if len(busy) > 5 else ''}):"
+            f"the state store has runs in flight from toolnexus 0.1.0"
+            f" (schema 1: {names}{'...' if len(busy) > 5 else ''}):"
             " finish or close them with that version, then open the store with this one"
         )
     for runtime_id, handle_id, body in state.execute("SELECT runtime_id, id, body FROM tn_handles"):
@@ -105,8 +106,24 @@ def upgrade_from_1(state: Executes) -> None:
 
 
 _KEPT_IN_2 = (
-    "name", "parent", "depth", "budget", "state", "spawned", "transitions", "turns", "tokens", "tool_calls",
-    "pool_tool_calls", "turn_serial", "result", "settled", "closing", "running_children", "wake_queue", "nonce",
+    "name",
+    "parent",
+    "depth",
+    "budget",
+    "state",
+    "spawned",
+    "transitions",
+    "turns",
+    "tokens",
+    "tool_calls",
+    "pool_tool_calls",
+    "turn_serial",
+    "result",
+    "settled",
+    "closing",
+    "running_children",
+    "wake_queue",
+    "nonce",
 )
 
 

@@ -42,7 +42,9 @@ class StoredTree:
     #: A stored tree outlives its runtime: another runtime may continue it.
     lasting = True
 
-    def __init__(self, state: StateStore, runtime_id: str, *, sole_user: bool = False, owns_state: bool = False) -> None:
+    def __init__(
+        self, state: StateStore, runtime_id: str, *, sole_user: bool = False, owns_state: bool = False
+    ) -> None:
         self.state: StateStore | None = state
         self._state = state
         self.runtime_id = runtime_id

@@ -28,7 +28,9 @@ class Unit:
     """Units of work over one tree's rows. ``sole_user``: the only tree on this state
     object in the process, which lets it skip re-reading rows nobody else committed to."""
 
-    def __init__(self, state: StateStore, runtime_id: str, records: SqlRecords, events: StoredEvents, *, sole_user: bool) -> None:
+    def __init__(
+        self, state: StateStore, runtime_id: str, records: SqlRecords, events: StoredEvents, *, sole_user: bool
+    ) -> None:
         self._state = state
         self._runtime_id = runtime_id
         self._records = records
@@ -79,7 +81,7 @@ class Unit:
                 self._events.committed(logged, kept=not joined)
         except BaseException:
             for handle in touched.values():
-                handle.record.version = -1  # memory ran ahead of the store: re-read next time
+                handle.record.version = -1  # memory ran ahead of the state: re-read next time
             self._events.rolled_back()
             raise
         finally:
@@ -102,4 +104,3 @@ class Unit:
         """A counter of commits by other connections, when the state has one and this tree
         is its only user in the process (else every read goes to the state)."""
         return self._state.foreign_commits() if self._sole_user else None
-
