@@ -7,6 +7,11 @@ journal row, a parked request, a transcript), and it ends with the changed rows,
 the events the unit made, then the wake-up notice for other processes. Nested units join
 the outermost, which commits. All that one thread's unit has touched is kept in a
 thread-local, so units of different threads never share a list.
+
+Every statement of a unit goes through ``state.execute`` in this one transaction, each a
+text the part built once (a dialect's ``upsert`` or ``insert_rows``) with its parameters:
+batching them (one multi-row write per table, a driver's pipeline) changes the parts'
+``write``/``put`` and the end of ``Unit._unit``, and nothing above them.
 """
 
 from __future__ import annotations
