@@ -32,6 +32,14 @@ class StateStore(Protocol):
     on commit, that a handle changed (``notice`` is the same message for a statement that
     sends it itself); ``migrate`` creates the tables or refuses a newer schema with
     ``ConfigError``.
+
+    What a state can do is declared, never guessed from its name: ``dialect`` (how its
+    database spells SQL, and whether its writers run side by side), ``exclusive_transactions``,
+    ``foreign_commits()`` (a count of other connections' commits, or ``None``),
+    ``in_host_transaction()`` (a change that only joined a transaction its host opened),
+    ``notice()`` (``None``: no notices, other processes poll) and ``now()`` (the clock every
+    process of a tree compares leases on). ``SqlState`` answers each for a state that can
+    do the least.
     """
 
     #: How the database spells SQL, and what it can do (``Dialect``).
