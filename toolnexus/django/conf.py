@@ -64,7 +64,9 @@ def build_runtime(**overrides: Any) -> Runtime:
     if isinstance(registry, Agent):
         registry = registry.registry
     if not registry:
-        raise ImproperlyConfigured('TOOLNEXUS["registry"] must name the agents (a mapping, an Agent or a dotted path to one)')
+        raise ImproperlyConfigured(
+            'TOOLNEXUS["registry"] must name the agents (a mapping, an Agent or a dotted path to one)'
+        )
     options.setdefault("inline", True)
     if not options["inline"]:
         options.setdefault("around_tool", closing_connections)
