@@ -8,7 +8,7 @@ import pytest
 import _durable_team as team
 from toolnexus import AgentDef, ConfigError, Runtime, UnknownHandle
 from toolnexus.testing import ScriptedModel, tool_messages
-from toolnexus._team.tree import MAX_EVENTS
+from toolnexus._stores.memory import MAX_EVENTS
 
 
 def echo_runtime(**options) -> Runtime:

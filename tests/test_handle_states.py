@@ -9,7 +9,7 @@ import pytest
 from _helpers import HANG, Asker, Gate, asker_step, spawn_pending, text
 from toolnexus import AgentDef, Budget, Runtime, UnknownRequest, make_answer
 from toolnexus._team.handle import Handle, HandleRecord, IllegalTransition
-from toolnexus._team.tree import MemoryTree
+from toolnexus._stores.memory import MemoryTree
 from toolnexus.testing import ScriptedModel
 
 ARROW = "\u2192"

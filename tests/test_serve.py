@@ -22,7 +22,7 @@ from toolnexus import ConfigError, Runtime, ToolnexusError
 from toolnexus._serve import SHARED, Access, Held, Refused, StreamSlots, bindings_of, change, json_body, new_id
 from toolnexus._serve import wsgi
 from toolnexus._serve.bindings import MemoryBindings, SqlBindings
-from toolnexus._stores.sql import SCHEMA_VERSION
+from toolnexus.state import SCHEMA_VERSION
 from toolnexus.state import SQLiteState
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -166,7 +166,7 @@ def test_a_bad_after_is_refused(cleanup: Any) -> None:
 def test_without_a_state_the_last_10000_events_are_kept(cleanup: Any) -> None:
     rt = lead_runtime(cleanup)
     handle = rt.spawn(rt.root, "worker")
-    log = rt._tree.store.stream_events.log
+    log = rt._tree.store.events.stream.log
     for n in range(10_050):
         log.append("root/elsewhere.1", "state", {"n": n})
     stream = rt.stream(handle, after="1")  # long gone: the stream starts at the oldest kept
@@ -537,7 +537,7 @@ def test_with_a_state_every_event_but_text_is_committed_with_a_serial_per_tree(c
     assert serials == sorted(set(serials)) and serials[0] <= 3  # this tree's own serial (the runtime's log shares it)
     other = durable_runtime(cleanup, state, fresh_id())
     assert int(run_in_thread(lambda: [e.id for e in other.stream_agent("worker", "x") if e.kind != "text"][0], HANG)) <= 3
-    kept = [k for k in rt._tree.store.stream_events.read(0, 1000) if k.kind != "log"]
+    kept = [k for k in rt._tree.store.events.stream.read(0, 1000) if k.kind != "log"]
     assert [(str(k.serial), k.kind, k.handle, k.data) for k in kept[:-1]] == [(e.id, e.kind, e.handle, e.data) for e in durable]
     assert (kept[-1].kind, kept[-1].data) == ("state", {"from": "idle", "to": "closed"})  # stream_agent closed it after
     assert [e["event"] for e in rt.events()] == ["spawn", "spawn", "spawn", "close", "close", "close"]

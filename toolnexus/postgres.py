@@ -2,10 +2,10 @@
 
 Tables live in one schema (default ``toolnexus``), created on first use under an advisory
 lock so that concurrent first starts cannot race. Connections come from a
-``psycopg_pool.ConnectionPool``; each store transaction holds one connection and locks the
+``psycopg_pool.ConnectionPool``; each transaction of the state holds one connection and locks the
 rows it changes (``SELECT ... FOR UPDATE``), so threads and processes change different
 handles in parallel. Commits that touch a handle send ``NOTIFY toolnexus``; one listener
-thread per store wakes waiters, and a waiter re-reads the state at least every 250 ms in
+thread per state wakes waiters, and a waiter re-reads the state at least every 250 ms in
 case a notification was lost (a dropped connection, or a pooler without LISTEN).
 """
 
@@ -23,7 +23,9 @@ from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
-from ._stores.sql import SqlState
+from ._stores.sql.base import SqlState
+from ._stores.sql.dialect import Dialect
+from ._stores.sql.postgres import POSTGRES
 
 log = logging.getLogger("toolnexus")
 
@@ -37,17 +39,24 @@ class PostgresState(SqlState):
     here) or a ``psycopg_pool.ConnectionPool`` the host already has."""
 
     placeholder = "%s"
-    dialect = "postgresql"
-    serial_column = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+    dialect: Dialect = POSTGRES
+    schema: str
 
-    def __init__(self, conninfo_or_pool: str | ConnectionPool, *, schema: str = "toolnexus", listen: bool = True, max_size: int = 10) -> None:
+    def __init__(
+        self,
+        conninfo_or_pool: str | ConnectionPool,
+        *,
+        schema: str = "toolnexus",
+        listen: bool = True,
+        max_size: int = 10,
+    ) -> None:
         self.schema = schema
         self._local = threading.local()  # the connection of this thread's open transaction
         self._closed = threading.Event()
         self._generation = 0
-        self._foreign = 0  # notifications from other stores, as ``foreign_commits`` counts them
+        self._foreign = 0  # notifications from other states, as ``foreign_commits`` counts them
         self._changed = threading.Condition()  # guards: _generation, _foreign; notified by the listener
-        #: Marks this store's own notifications, so that they do not count as foreign.
+        #: Marks this state's own notifications, so that they do not count as foreign.
         self._sender = os.urandom(8).hex()
         if isinstance(conninfo_or_pool, ConnectionPool):
             self._pool, self._owns_pool = conninfo_or_pool, False
@@ -92,13 +101,9 @@ class PostgresState(SqlState):
     def _qualified(self, sql: str) -> str:
         return _TABLE.sub(lambda m: f'{m.group(1)} "{self.schema}".tn_', sql)
 
-    def _catalog(self) -> set[str]:
-        rows = self.execute("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?", (self.schema,))
-        return {str(row[0]) for row in rows}
-
     def _prepare_migration(self) -> None:
-        """Concurrent first starts queue here instead of racing on CREATE TABLE."""
-        self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
+        """Concurrent first starts queue on the migration lock, then the schema is made."""
+        super()._prepare_migration()
         self._local.conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(self.schema)))
 
     @contextlib.contextmanager
@@ -132,12 +137,9 @@ class PostgresState(SqlState):
         except (PoolTimeout, psycopg.Error) as exc:
             raise StateError(f"PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
 
-    def notify(self, payload: str) -> None:
-        """Wake waiters in every process once the current transaction commits."""
-        self.execute("SELECT pg_notify(?, ?)", self.notice(payload))
-
     def notice(self, payload: str) -> tuple[str, str]:
-        """``pg_notify``'s arguments for ``payload``, for a statement that sends it itself."""
+        """``pg_notify``'s arguments for ``payload``: waiters in every process wake once
+        the transaction that sends it commits."""
         return CHANNEL, f"{self._sender}|{payload}"[:7000]
 
     def now(self) -> float:
@@ -146,7 +148,7 @@ class PostgresState(SqlState):
         return float(rows[0][0])
 
     def foreign_commits(self) -> int | None:
-        """A count of the commits other stores announced, or ``None`` without a listener.
+        """A count of the commits other states announced, or ``None`` without a listener.
         It may lag a commit by the time its notification takes to arrive, so it serves
         reads outside a transaction only (inside one, rows are read and locked)."""
         if self._listener is None:

@@ -1,6 +1,6 @@
 """State stores: the SQL databases a durable tree lives in (``state=`` on a ``Runtime``).
 
-``StateStore`` is the few calls a stored tree (``stored.StoredTree``) makes of a database:
+``StateStore`` is the few calls a stored tree (``_stores.sql.tree.StoredTree``) makes of a database:
 transactions, statements, cross-process wake-ups, the schema. ``SQLiteState`` keeps one
 writer connection per process behind a leaf lock (WAL mode, ``busy_timeout`` for other
 processes); ``toolnexus.postgres.PostgresState`` shares the same SQL through ``SqlState``.
@@ -18,7 +18,10 @@ import time
 from typing import Any, Iterator, Sequence
 
 from .errors import ConfigError, StateError
-from ._stores.sql import SCHEMA_VERSION, SqlState, StateStore
+from ._stores.sql.base import SqlState, StateStore
+from ._stores.sql.dialect import Dialect
+from ._stores.sql.schema import SCHEMA_VERSION
+from ._stores.sql.sqlite import SQLITE
 
 log = logging.getLogger("toolnexus")
 
@@ -30,6 +33,7 @@ class SQLiteState(SqlState):
     share a tree between hosts.
     """
 
+    dialect: Dialect = SQLITE
     #: A transaction holds the file's one write lock: nobody else commits meanwhile.
     exclusive_transactions = True
 
@@ -55,7 +59,9 @@ class SQLiteState(SqlState):
         self.migrate()
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=self.BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=self.BUSY_TIMEOUT_MS / 1000
+        )
         conn.execute(f"PRAGMA busy_timeout={self.BUSY_TIMEOUT_MS}")
         return conn
 
@@ -92,7 +98,7 @@ class SQLiteState(SqlState):
                 raise StateError(f"commit to {self.path} failed: {exc}") from exc
 
     def _check_identity(self) -> None:
-        """The file this store opened is still the one at its path: a state file deleted or
+        """The file this state opened is still the one at its path: a state file deleted or
         replaced while open would otherwise go on as a second, silent tree."""
         try:
             found = _identity(self.path)
@@ -100,7 +106,9 @@ class SQLiteState(SqlState):
             found = None
         if found != self._identity:
             what = "deleted" if found is None else "replaced by another file"
-            raise StateError(f"the state file {self.path} was {what} while this runtime held it; nothing more is written to it")
+            raise StateError(
+                f"the state file {self.path} was {what} while this runtime held it; nothing more is written to it"
+            )
 
     def _begin(self) -> None:
         for delay in (*self._BACKOFF, None):
@@ -108,7 +116,9 @@ class SQLiteState(SqlState):
                 self._conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.Error as exc:
-                if not isinstance(exc, sqlite3.OperationalError) or ("locked" not in str(exc) and "busy" not in str(exc)):
+                if not isinstance(exc, sqlite3.OperationalError) or (
+                    "locked" not in str(exc) and "busy" not in str(exc)
+                ):
                     raise StateError(f"cannot write to {self.path}: {exc}") from exc
                 if delay is None:
                     raise StateError(f"{self.path} stayed locked by another process: {exc}") from exc
@@ -128,7 +138,7 @@ class SQLiteState(SqlState):
                 raise StateError(f"{self.path}: {exc}") from exc
 
     def foreign_commits(self) -> int:
-        """Changes whenever another connection (another process, or another store object)
+        """Changes whenever another connection (another process, or another state object)
         commits to the file; this connection's own commits leave it alone."""
         with self._lock:
             try:
@@ -176,16 +186,18 @@ def _identity(path: str) -> tuple[int, int]:
 
 
 def open_state(state: Any) -> StateStore:
-    """A ``state=`` option as a store: a path, a ``postgresql://`` URL, or a store object."""
+    """A ``state=`` option as a state: a path, a ``postgresql://`` URL, or a state object."""
     if isinstance(state, StateStore):
         return state
     if isinstance(state, str) and state.startswith(("postgresql://", "postgres://")):
         try:
             postgres = importlib.import_module(".postgres", __package__)
         except ImportError as exc:  # depends on the extra
-            raise ConfigError("a postgresql:// state needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)") from exc
-        store: SqlState = postgres.PostgresState(state)
-        return store
+            raise ConfigError(
+                "a postgresql:// state needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)"
+            ) from exc
+        opened: SqlState = postgres.PostgresState(state)
+        return opened
     if isinstance(state, (str, os.PathLike)):
         return SQLiteState(state)
     raise ConfigError(f"state must be a path, a postgresql:// URL or a StateStore, not {type(state).__name__}")

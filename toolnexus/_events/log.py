@@ -2,7 +2,7 @@
 
 A tree's events are numbered by one serial per tree: without a state this log numbers
 them as they happen (and keeps the last ``MAX_EVENTS``); with a state they are numbered
-and committed inside the unit of work that made them (``eventrows.py``), and the log
+and committed inside the unit of work that made them (``_stores/sql/events.py``), and the log
 keeps the ones this process committed or read, so that a stream here rarely has to read
 the state. ``text`` events are not durable: they exist only in the process whose model
 call wrote them, and their id is ``"<the last durable serial>.<k>"``, so they sort
@@ -130,9 +130,11 @@ class EventLog:
 
     # --- what happens -----------------------------------------------------------------------
 
-    def append(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+    def append(
+        self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False
+    ) -> None:
         """A durable event of a tree only this process holds: numbered here (the signature
-        of ``TreeStore.emit``: every run's events pass here, so it is kept short)."""
+        of ``TreeLog.emit``: every run's events pass here, so it is kept short)."""
         with self._lock:
             serial = self.serial = self.serial + 1
             self._k = 0
@@ -220,12 +222,14 @@ class EventLog:
     def kept_after(self, serial: int, limit: int) -> list[Logged]:
         """Kept durable events after ``serial``, over any gap the memory bound left."""
         with self._lock:
-            return sorted((event for s, event in self._durable.items() if s > serial), key=lambda event: event.serial)[:limit]
+            after = [event for s, event in self._durable.items() if s > serial]
+        return sorted(after, key=lambda event: event.serial)[:limit]
 
     def turn_start(self, handle_id: str) -> int | None:
         """The serial of the event that began ``handle_id``'s latest turn, if kept here."""
         with self._lock:  # kept mostly in serial order; events read from a state may come later
-            return max((serial for serial, event in self._durable.items() if starts_turn(event, handle_id)), default=None)
+            starts = [serial for serial, event in self._durable.items() if starts_turn(event, handle_id)]
+        return max(starts, default=None)
 
     def wait(self, version: int, timeout: float | None) -> None:
         """Return once the log changed after ``version`` (or after ``timeout`` seconds)."""
@@ -273,7 +277,7 @@ def starts_turn(event: Logged, handle_id: str) -> bool:
 
 class TreeEvents(Protocol):
     """A tree store's events: where they are recorded and read (the memory side below;
-    a state's in ``eventrows.py``)."""
+    a state's in ``_stores/sql/events.py``)."""
 
     log: EventLog
 
@@ -306,7 +310,7 @@ class MemoryEvents:
 
     def __init__(self, log: EventLog | None = None) -> None:
         self.log = log if log is not None else EventLog()
-        #: Record one event (``TreeStore.emit``): numbered in the log at once.
+        #: Record one event (``TreeLog.emit``): numbered in the log at once.
         self.emit: Emit = self.log.append
 
     def read(self, after: int, limit: int) -> list[Logged]:
@@ -369,4 +373,5 @@ class RunEvents:
 
     def result(self, call: ToolCall, result: ToolResult) -> None:
         if result.pending is None:  # a suspension is not a result: the handle announces it
-            self._emit(self.handle, "tool_result", {"id": call.id, "name": call.name, "output": result.output, "is_error": result.is_error})
+            data = {"id": call.id, "name": call.name, "output": result.output, "is_error": result.is_error}
+            self._emit(self.handle, "tool_result", data)

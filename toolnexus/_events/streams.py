@@ -2,7 +2,7 @@
 
 A ``RunStream`` is an iterator of ``Event`` over one ``Watch``: the events of one handle
 and its subtree (every event, for a ``Client`` run) after a cursor, read from the tree's
-log (``events.py``) and, with a state, from its rows (``eventrows.py``), merged in id
+log (``events.py``) and, with a state, from its rows (``_stores/sql/events.py``), merged in id
 order. While a watch exists, the model calls of the handle it watches and of every
 descendant use the provider's streaming mode, so ``text`` events arrive as the model
 writes.
@@ -186,10 +186,16 @@ class Watch:
     def _ends(self, event: Logged) -> bool:
         if event.kind == "result" and (self._any_result or (self._until is not None and event.handle == self._until)):
             data = event.data
-            self.result = event.result if event.result is not None else AgentResult(text=data.get("text", ""), status=data.get("status", ""), total_tokens=data.get("total_tokens", 0), handle_id=event.handle or "")
+            self.result = event.result if event.result is not None else AgentResult(
+                text=data.get("text", ""),
+                status=data.get("status", ""),
+                total_tokens=data.get("total_tokens", 0),
+                handle_id=event.handle or "",
+            )
             return True
-        if event.kind == "state" and self._until is not None and event.handle == self._until and event.data.get("to") == CLOSED:
-            self.result = AgentResult(text="closed", status="closed", handle_id=self._until)
+        until = self._until
+        if event.kind == "state" and until is not None and event.handle == until and event.data.get("to") == CLOSED:
+            self.result = AgentResult(text="closed", status="closed", handle_id=until)
             return True
         return False
 
@@ -208,7 +214,16 @@ class RunStream:
     last event announced. ``close()`` (any thread, idempotent) ends it early: a stream
     that started its run interrupts it; ``Runtime.stream`` only stops watching."""
 
-    def __init__(self, watch: Watch, *, timeout: float | None = None, timed_out: Callable[[], Any] | None = None, drive: Drive | None = None, finish: Finish | None = None, after_close: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        watch: Watch,
+        *,
+        timeout: float | None = None,
+        timed_out: Callable[[], Any] | None = None,
+        drive: Drive | None = None,
+        finish: Finish | None = None,
+        after_close: Callable[[], None] | None = None,
+    ) -> None:
         self._watch = watch
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._timed_out = timed_out
@@ -279,7 +294,9 @@ class RunStream:
         assert self._timed_out is not None
         result = self._timed_out()
         watch.ended, watch.result = True, result
-        return Event(kind="result", handle=getattr(result, "handle_id", None) or None, id=watch.log.ephemeral_id(), data={"status": "timeout", "text": "", "total_tokens": getattr(result, "total_tokens", 0)})
+        data = {"status": "timeout", "text": "", "total_tokens": getattr(result, "total_tokens", 0)}
+        handle = getattr(result, "handle_id", None) or None
+        return Event(kind="result", handle=handle, id=watch.log.ephemeral_id(), data=data)
 
     def _end(self, result: Any, *, failed: bool = False) -> None:
         with self._lock:
@@ -390,7 +407,14 @@ class Streams:
                 result = typed_result(handle.definition, result)  # a typed value read from a state: as its type
             return finish(result) if finish is not None else result
 
-        return RunStream(watch, timeout=timeout, timed_out=lambda: self._timeout_result(handle), drive=self._driver(handle), finish=finished, after_close=stop_watching)
+        return RunStream(
+            watch,
+            timeout=timeout,
+            timed_out=lambda: self._timeout_result(handle),
+            drive=self._driver(handle),
+            finish=finished,
+            after_close=stop_watching,
+        )
 
     def run_agent(self, name: str, prompt: str, timeout: float | None, finish: Finish | None = None) -> RunStream:
         """``Runtime.stream_agent``: spawn ``name`` under the root, wake it on ``prompt`` and
@@ -506,7 +530,8 @@ class ClientRun:
             return
         if result.pending is not None:
             self._log.append(None, "pending", {"request": to_wire(result.pending)})
-        self._log.append(None, "result", {"status": result.status, "text": result.text, "total_tokens": result.usage.total_tokens}, result)
+        data = {"status": result.status, "text": result.text, "total_tokens": result.usage.total_tokens}
+        self._log.append(None, "result", data, result)
 
     def _finish(self, result: Any) -> Any:
         if result is None:  # closed early: the run stops

@@ -127,8 +127,8 @@ class Client:
             price=price,
             reset_tool_choice=reset_tool_choice,
         )
-        self._store: ConversationStore = store if store is not None else InMemoryStore()
-        self._guard = guard_for(self._store)
+        self._conversations: ConversationStore = store if store is not None else InMemoryStore()
+        self._guard = guard_for(self._conversations)
         self._held = Held()  # what the tools of the toolkits it ran belong to (MCP servers)
         # No reference back to the client, so dropping the last one frees it at once.
         reached = self._engine.model if isinstance(self._engine.model, HttpEngine) else None
@@ -148,7 +148,7 @@ class Client:
 
     @property
     def conversation_store(self) -> ConversationStore:
-        return self._store
+        return self._conversations
 
     def metrics(self) -> str:
         """Prometheus text for every model call, tool call and run of this client."""
@@ -190,9 +190,9 @@ class Client:
     def _ask(self, spec: RunSpec, prompt: str, toolkit: ToolsLike, id: str | None) -> RunResult:
         if id is None:
             return self._run(spec, prompt, toolkit, None)
-        with self._guard.exclusive(self._store, id):
-            result = self._run(spec, prompt, toolkit, self._store.get(id) or [])
-            self._store.save(id, result.messages)
+        with self._guard.exclusive(self._conversations, id):
+            result = self._run(spec, prompt, toolkit, self._conversations.get(id) or [])
+            self._conversations.save(id, result.messages)
             self._guard.left_waiting(id, result.pending.id if result.pending is not None else None)
         return result
 
@@ -239,12 +239,12 @@ class Client:
             if messages is None:
                 raise ToolnexusError("resume needs the pending run's messages or its conversation id")
             return self._resumed(list(messages), pending, answer, toolkit, output)
-        with self._guard.exclusive(self._store, id):
+        with self._guard.exclusive(self._conversations, id):
             claimed = self._guard.claim(id, answer.id)
             try:
-                transcript = list(messages) if messages is not None else self._store.get(id) or []
+                transcript = list(messages) if messages is not None else self._conversations.get(id) or []
                 result = self._resumed(transcript, pending, answer, toolkit, output)
-                self._store.save(id, result.messages)
+                self._conversations.save(id, result.messages)
             except BaseException:
                 if claimed is not None:
                     self._guard.left_waiting(id, claimed)  # nothing was saved: still waiting

@@ -1,11 +1,12 @@
 """A turn's journal: each model reply and tool result recorded as it happens, with its
 ledger charge, and the documents a turn is continued from (its input, its resume).
 
-A tree store keeps the rows (``JournalRows``: a dict in memory, a table in a state); the
-rules are the same for both, and live here once. A turn that is continued (a takeover
-after a crash, a ``retry`` after a failure) is served what its journal recorded, so a
-recorded reply is not asked again and a finished tool call is not run again. Rows are
-keyed by the turn (serial and segment), the model step, and the call id together.
+A tree store's journal part keeps the rows (``JournalRows``: a dict in memory, a table in
+a state; ``_stores/journaling.py``); the rules are the same for both, and live here once.
+A turn that is continued (a takeover after a crash, a ``retry`` after a failure) is served
+what its journal recorded, so a recorded reply is not asked again and a finished tool call
+is not run again. Rows are keyed by the turn (serial and segment), the model step, and the
+call id together.
 """
 
 from __future__ import annotations
@@ -54,11 +55,11 @@ class JournalRows(Protocol):
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
 
-    def journal_get(
+    def get(
         self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
     ) -> tuple[str, Any] | None: ...
 
-    def journal_put(
+    def put(
         self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any
     ) -> None: ...
 
@@ -71,9 +72,9 @@ AGAIN = "again"
 # --- a turn's documents ----------------------------------------------------------------------
 
 
-def keep_turn(rows: JournalRows, handle: Handle, turn: Turn) -> None:
+def keep_turn(rows: JournalRows, handle_id: str, turn: Turn) -> None:
     """Write ``turn``'s input, once, when it begins: a takeover or a retry replays from it."""
-    rows.journal_put(handle.id, turn.serial, 0, "input", 0, "", "done", {"input": turn.input})
+    rows.put(handle_id, turn.serial, 0, "input", 0, "", "done", {"input": turn.input})
 
 
 def keep_resume(rows: JournalRows, handle_id: str, serial: int, resume: Resume) -> None:
@@ -81,14 +82,14 @@ def keep_resume(rows: JournalRows, handle_id: str, serial: int, resume: Resume) 
     payload = {
         "call": resume.call, "step": resume.step, "request": to_wire(resume.request), "answer": to_wire(resume.answer)
     }
-    rows.journal_put(handle_id, serial, 0, "resume", 0, "", "done", payload)
+    rows.put(handle_id, serial, 0, "resume", 0, "", "done", payload)
 
 
 def turn_documents(rows: JournalRows, handle_id: str, serial: int) -> tuple[str, Resume | None]:
     """A turn's kept input and, when it continues a suspension, its resume."""
-    found = rows.journal_get(handle_id, serial, 0, "input", 0, "")
+    found = rows.get(handle_id, serial, 0, "input", 0, "")
     input = found[1]["input"] if found is not None else ""
-    kept = rows.journal_get(handle_id, serial, 0, "resume", 0, "")
+    kept = rows.get(handle_id, serial, 0, "resume", 0, "")
     if kept is None:
         return input, None
     data = kept[1]
@@ -131,10 +132,10 @@ class TurnJournal:
     # Every row of the turn has segment 0: a resumed turn replays the same journal.
 
     def _get(self, kind: str, step: int, call_id: str) -> tuple[str, Any] | None:
-        return self._rows.journal_get(self._handle.id, self._serial, 0, kind, step, call_id)
+        return self._rows.get(self._handle.id, self._serial, 0, kind, step, call_id)
 
     def _put(self, kind: str, step: int, call_id: str, status: str, payload: Any) -> None:
-        self._rows.journal_put(self._handle.id, self._serial, 0, kind, step, call_id, status, payload)
+        self._rows.put(self._handle.id, self._serial, 0, kind, step, call_id, status, payload)
 
     def model_reply(self, step: int) -> ModelReply | None:
         found = None if self._fresh else self._get("model", step, "")

@@ -21,7 +21,8 @@ from .._team import budget
 from . import journal
 from .._model import pricing
 from ..data import UNMEASURED, Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
-from .._model.engine import ModelCall, WireStyle
+from .._model.engine import ModelCall
+from .._model.styles import TranscriptStyle
 from ..errors import Cancelled, LLMError, UnknownRequest
 from .journal import declined as _declined
 from .._tools.output import FINAL_RESULT, Accepted, check_toolkit
@@ -64,7 +65,7 @@ NOT_RUN = ToolResult(output="not run: the run stopped before this call was made"
 
 
 def initial_messages(
-    style: WireStyle, system: str | None, history: list[dict[str, Any]] | None, prompt: str
+    style: TranscriptStyle, system: str | None, history: list[dict[str, Any]] | None, prompt: str
 ) -> list[dict[str, Any]]:
     """System message (if the style carries one and history lacks it), history, the prompt.
 
@@ -116,7 +117,7 @@ def resume(
     return _drive(engine, spec, toolkit, state)
 
 
-def _last_tool_turn(style: WireStyle, messages: list[dict[str, Any]]) -> tuple[int | None, list[ToolCall]]:
+def _last_tool_turn(style: TranscriptStyle, messages: list[dict[str, Any]]) -> tuple[int | None, list[ToolCall]]:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "assistant":
             calls = style.tool_calls_of(messages[index])

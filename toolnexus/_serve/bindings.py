@@ -41,7 +41,7 @@ from .refused import Refused
 
 if TYPE_CHECKING:
     from .._team.runtime import Runtime
-    from .._stores.sql import StateStore
+    from .._stores.sql.base import StateStore
 
 #: Random bytes in a public id: 128 bits, 22 URL-safe characters.
 ID_BYTES = 16
@@ -173,13 +173,13 @@ _KEY = "runtime_id = ? AND surface = ? AND principal = ? AND public_id = ?"
 
 
 class SqlBindings:
-    """Bindings as ``tn_bindings`` rows of one tree in a state store: every worker process
+    """Bindings as ``tn_bindings`` rows of one tree in a state: every worker process
     of the app reads the same ones. Each change is one statement (an insert that yields to
     an existing row, an update conditional on the version), so it is atomic across
     processes on SQLite, PostgreSQL and Django's database alike."""
 
-    def __init__(self, store: StateStore, runtime_id: str) -> None:
-        self._store = store
+    def __init__(self, state: StateStore, runtime_id: str) -> None:
+        self._state = state
         self._runtime_id = runtime_id
 
     def bind(
@@ -188,8 +188,8 @@ class SqlBindings:
         body = _dumps(data or {})
         while True:
             chosen = id if id is not None else new_id()
-            with self._store.transaction():
-                rows = self._store.execute(
+            with self._state.transaction():
+                rows = self._state.execute(
                     "INSERT INTO tn_bindings (runtime_id, surface, principal, public_id, handle_id, data, version,"
                     " created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)"
                     " ON CONFLICT (runtime_id, surface, principal, public_id) DO NOTHING RETURNING version",
@@ -203,7 +203,7 @@ class SqlBindings:
     def get(self, surface: str, principal: str, id: str) -> Binding | None:
         if not lookable(id):
             return None
-        rows = self._store.execute(
+        rows = self._state.execute(
             f"SELECT handle_id, data, version FROM tn_bindings WHERE {_KEY}", (self._runtime_id, surface, principal, id)
         )
         if not rows:
@@ -213,8 +213,8 @@ class SqlBindings:
 
     def update(self, binding: Binding, data: dict[str, Any]) -> Binding | None:
         body = _dumps(data)
-        with self._store.transaction():
-            rows = self._store.execute(
+        with self._state.transaction():
+            rows = self._state.execute(
                 f"UPDATE tn_bindings SET data = ?, version = version + 1 WHERE {_KEY} AND version = ?"
                 " RETURNING version",
                 (body, *self._key(binding), binding.version),
@@ -222,8 +222,8 @@ class SqlBindings:
         return attrs.evolve(binding, data=json.loads(body), version=int(rows[0][0])) if rows else None
 
     def delete(self, binding: Binding) -> bool:
-        with self._store.transaction():
-            rows = self._store.execute(f"DELETE FROM tn_bindings WHERE {_KEY} RETURNING version", self._key(binding))
+        with self._state.transaction():
+            rows = self._state.execute(f"DELETE FROM tn_bindings WHERE {_KEY} RETURNING version", self._key(binding))
         return bool(rows)
 
     def _key(self, binding: Binding) -> tuple[str, str, str, str]:
@@ -240,7 +240,7 @@ def bindings_of(rt: Runtime) -> Bindings:
     with _lock:
         found = _of.get(rt)
         if found is None:
-            tree = port_of(rt).tree_store  # where the runtime keeps its tree
-            state = tree.state
-            found = _of[rt] = MemoryBindings() if state is None else SqlBindings(state, tree.runtime_id)
+            tree_store = port_of(rt).tree_store  # where the runtime keeps its tree
+            state = tree_store.state
+            found = _of[rt] = MemoryBindings() if state is None else SqlBindings(state, tree_store.runtime_id)
         return found

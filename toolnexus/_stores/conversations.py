@@ -93,7 +93,7 @@ class ConversationGuard:
         self._open: dict[str, str] = {}  # conversation id -> id of the request it waits on
 
     @contextlib.contextmanager
-    def exclusive(self, store: object, id: str) -> Iterator[None]:
+    def exclusive(self, conversations: object, id: str) -> Iterator[None]:
         """Hold conversation ``id``: in this process, then through the store's own lock."""
         with self._lock:
             lock, users = self._holders.get(id, (None, 0))
@@ -102,8 +102,12 @@ class ConversationGuard:
             self._holders[id] = (lock, users + 1)
         try:
             with lock:  # waits only for the holder's own run, which its limits bound
-                store_lock = getattr(store, "lock", None)
-                with store_lock(id) if callable(store_lock) else contextlib.nullcontext():
+                shared = (
+                    conversations.lock(id)
+                    if isinstance(conversations, LockingStore) and callable(conversations.lock)
+                    else None
+                )
+                with shared if shared is not None else contextlib.nullcontext():
                     yield
         finally:
             with self._lock:
@@ -141,14 +145,14 @@ _guards: weakref.WeakKeyDictionary[Any, ConversationGuard] = weakref.WeakKeyDict
 _guards_lock = threading.Lock()  # guards: _guards
 
 
-def guard_for(store: object) -> ConversationGuard:
-    """The one guard of ``store`` in this process, shared by every client that uses it
-    (a store that cannot be weakly referenced gets a guard for the caller alone)."""
+def guard_for(conversations: object) -> ConversationGuard:
+    """The one guard of a conversation store in this process, shared by every client that
+    uses it (a store that cannot be weakly referenced gets a guard for the caller alone)."""
     with _guards_lock:
         try:
-            guard = _guards.get(store)
+            guard = _guards.get(conversations)
             if guard is None:
-                guard = _guards[store] = ConversationGuard()
+                guard = _guards[conversations] = ConversationGuard()
         except TypeError:
             guard = ConversationGuard()
     return guard

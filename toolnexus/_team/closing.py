@@ -72,7 +72,7 @@ class Closer:
 
     def _cancel_request(self, request_id: str) -> None:
         """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
-        self._tree.store.unpark(request_id, "cancelled")
+        self._tree.store.requests.unpark(request_id, "cancelled")
         for handle in self._tree.suspended_on(request_id):
             with handle.lock, self._unit(handle):
                 handle.cancel(request_id)

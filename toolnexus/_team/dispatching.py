@@ -19,7 +19,7 @@ with ``dispatcher=`` runs its turns.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 from . import jobs as _jobs
 from ..errors import ToolnexusError, UnknownHandle
@@ -44,11 +44,9 @@ class Dispatcher(Protocol):
 
 
 class QueuedRows(Protocol):
-    """What queueing needs of a stored tree (``stored.StoredTree``)."""
+    """What queueing needs of a stored tree (``_stores.sql.owners.SqlOwners``)."""
 
     runtime_id: str
-
-    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
 
     def running_turns(self, parent_id: str | None = None) -> list[tuple[str, str | None, float | None]]: ...
 
@@ -117,7 +115,7 @@ class Dispatching:
         or ``None`` when no such turn waits (claimed elsewhere, finished, interrupted)."""
         if not handle.queued_turn(serial, segment):
             return None
-        with self._stored.change(handle, dirty=False):
+        with handle.store.change(handle, dirty=False):
             if not handle.queued_turn(serial, segment):  # another process claimed it first
                 return None
             turn = handle.claim_turn(self.owner, self._clock())
@@ -172,7 +170,7 @@ class Dispatching:
 
     def _resend(self, handle_id: str, now: float) -> None:
         handle = self._tree.get(handle_id)
-        with handle.lock, self._stored.change(handle, dirty=False):
+        with handle.lock, handle.store.change(handle, dirty=False):
             record = handle.record
             queued_at = record.running.queued_at if record.running is not None else None
             if not handle.queued_turn() or queued_at is None or now - queued_at < self.dispatcher.resend_after_s:

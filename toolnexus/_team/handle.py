@@ -38,6 +38,7 @@ from .record import Interruption, QueuedWake, Resume, RunningTurn, Suspension, T
 from .record import interrupted, stamp_path, view_of
 from .parenting import Parenting
 from ..wire import to_wire
+from .._stores.documents import Announces, TurnDocuments
 
 __all__ = [
     "CLOSED", "IDLE", "RUNNING", "SUSPENDED", "Handle", "HandleRecord", "IllegalTransition", "Interruption", "Turn",
@@ -56,23 +57,17 @@ class IllegalTransition(RuntimeError):
 
 
 class RecordStore(Protocol):
-    """What a handle needs from its tree store (``tree.TreeStore`` is the whole seam)."""
+    """What a handle needs from its tree store (``_stores.parts.TreeStore`` is the whole seam)."""
+
+    @property
+    def journal(self) -> TurnDocuments: ...
+
+    @property
+    def events(self) -> Announces: ...
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]: ...
 
     def sync(self, handle: Handle, *, exact: bool = False) -> None: ...
-
-    def keep_turn(self, handle: Handle, turn: Turn) -> None: ...
-
-    def keep_resume(self, handle_id: str, serial: int, resume: Resume) -> None: ...
-
-    def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]: ...
-
-    def forget_turn(self, handle_id: str, serial: int) -> None: ...
-
-    def emit(
-        self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False
-    ) -> None: ...
 
 
 class Handle(Parenting):
@@ -156,14 +151,14 @@ class Handle(Parenting):
             raise IllegalTransition(f"{self.record.id}: {old}{ARROW}{new}")
         self.record.transitions.append(f"{old}{ARROW}{new}")
         self.record.state = new
-        self.store.emit(self.record.id, "state", {"from": old, "to": new})
+        self.store.events.emit(self.record.id, "state", {"from": old, "to": new})
         self.changed.notify_all()
 
     def _publish(self, result: AgentResult) -> None:
         self.record.result = result
         self.record.settled += 1
         data = {"status": result.status, "text": result.text, "total_tokens": result.total_tokens}
-        self.store.emit(self.record.id, "result", data, result)
+        self.store.events.emit(self.record.id, "result", data, result)
         self.changed.notify_all()
 
     def accept_post(self, item: InboxItem) -> None:
@@ -215,7 +210,7 @@ class Handle(Parenting):
         record = self.record
         running = record.running
         assert running is not None
-        input, resume = self.store.turn_documents(record.id, record.turn_serial)
+        input, resume = self.store.journal.turn_documents(record.id, record.turn_serial)
         serial, before, segment = record.turn_serial, running.before, running.segment
         return Turn(serial=serial, input=input, before=before, resume=resume, segment=segment, kept=True)
 
@@ -230,7 +225,7 @@ class Handle(Parenting):
             resumed=turn.resume is not None,
         )
         if not turn.kept:
-            self.store.keep_turn(self, turn)
+            self.store.journal.keep_turn(self.record.id, turn)
 
     def _disown(self) -> None:
         self.turn = None
@@ -328,7 +323,7 @@ class Handle(Parenting):
                 turns=result.turns,
                 trace=turn.suspended_trace,
             )
-            self.store.emit(self.record.id, "pending", {"request": to_wire(request)})
+            self.store.events.emit(self.record.id, "pending", {"request": to_wire(request)})
             self._move(SUSPENDED)
             self._publish(result)
             return result
@@ -344,7 +339,7 @@ class Handle(Parenting):
             if retryable:
                 self.record.failed = FailedTurn(serial=turn.serial, segment=turn.segment, before=turn.before)
             else:
-                self.store.forget_turn(self.record.id, turn.serial)
+                self.store.journal.forget_turn(self.record.id, turn.serial)
             self._move(IDLE)
             self._publish(result)
 
@@ -367,7 +362,7 @@ class Handle(Parenting):
             self.record.failed = None
             inbox, back = self.record.inbox, min(failed.returned, len(self.record.inbox))  # given back: taken again
             self.record.taken, self.record.inbox = self.record.taken + inbox[:back], inbox[back:]
-            input, resume = self.store.turn_documents(self.record.id, failed.serial)
+            input, resume = self.store.journal.turn_documents(self.record.id, failed.serial)
             serial, segment, before = failed.serial, failed.segment + 1, failed.before
             return Turn(serial=serial, input=input, resume=resume, segment=segment, before=before, kept=True)
 
@@ -375,7 +370,7 @@ class Handle(Parenting):
         failed = self.record.failed
         if failed is not None:
             self.record.failed = None
-            self.store.forget_turn(self.record.id, failed.serial)
+            self.store.journal.forget_turn(self.record.id, failed.serial)
 
     def abort(self, turns: int = 0, *, retryable: bool = False) -> Turn | None:
         """Interrupt the running turn (which made ``turns`` model calls): ``running→idle``,
@@ -386,7 +381,7 @@ class Handle(Parenting):
             if retryable and (running := record.running) is not None:
                 record.failed = FailedTurn(record.turn_serial, running.segment, running.before, len(record.taken))
             else:
-                self.store.forget_turn(record.id, record.turn_serial)
+                self.store.journal.forget_turn(record.id, record.turn_serial)
             self._disown()
             record.inbox, record.taken = record.taken + record.inbox, []
             self._move(IDLE)
@@ -428,7 +423,7 @@ class Handle(Parenting):
             turns = record.suspension.turns if record.suspension is not None else 0
             record.suspension = None
             record.inbox, record.taken = record.taken + record.inbox, []
-            self.store.forget_turn(record.id, record.turn_serial)
+            self.store.journal.forget_turn(record.id, record.turn_serial)
             self._move(IDLE)
             self._publish(interrupted(record, turns))
             return True
@@ -451,7 +446,7 @@ class Handle(Parenting):
             record = self.record
             suspension = record.suspension
             assert suspension is not None and record.state == SUSPENDED
-            input, _ = self.store.turn_documents(record.id, record.turn_serial)
+            input, _ = self.store.journal.turn_documents(record.id, record.turn_serial)
             turn = Turn(
                 serial=record.turn_serial,
                 input=input,
@@ -463,7 +458,7 @@ class Handle(Parenting):
             )
             if origin:
                 turn.resume = Resume(suspension.call, suspension.step, suspension.request, answer)
-                self.store.keep_resume(record.id, record.turn_serial, turn.resume)
+                self.store.journal.keep_resume(record.id, record.turn_serial, turn.resume)
             record.suspension = None
             if via_idle:
                 self._move(IDLE)

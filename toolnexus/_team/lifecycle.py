@@ -32,7 +32,9 @@ from . import budget as budgets
 from .handle import Handle, HandleRecord
 from .ownership import RECOVER_OPTIONS
 from .pool import DEFAULT_WORKERS, Lent, WorkerPool
-from .tree import HandleTree, MemoryTree, Ownership, TreeStore
+from .._stores.memory import MemoryTree
+from .._stores.parts import Ownership, TreeStore
+from .tree import HandleTree
 
 if TYPE_CHECKING:
     from ..state import StateStore
@@ -82,7 +84,7 @@ def execution_for(dispatcher: Dispatcher | None, state: Any) -> MakeExecution:
         return lambda executor, tree, owner, clock: LocalExecution(executor, owner=owner, clock=clock)
     if state is None:
         raise ConfigError("a dispatcher runs turns in other processes: it needs a state= they share")
-    return lambda executor, tree, owner, clock: tree.store.dispatching(dispatcher, tree, owner, clock)
+    return lambda executor, tree, owner, clock: tree.store.owners.dispatching(dispatcher, tree, owner, clock)
 
 
 def make_executor(
@@ -106,10 +108,10 @@ def open_tree_store(
     if state is None:
         return MemoryTree(conversations)
     from ..state import StateStore, open_state
-    from .._stores.stored import StoredTree
+    from .._stores.sql.tree import StoredTree
 
     owned = not isinstance(state, StateStore)
-    return StoredTree(open_state(state), runtime_id, sole_user=owned, owns_store=owned)
+    return StoredTree(open_state(state), runtime_id, sole_user=owned, owns_state=owned)
 
 
 def open_tree(

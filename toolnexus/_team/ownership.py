@@ -29,7 +29,7 @@ TakeOver = Callable[[str, "str | None", str], bool]
 
 
 class OwnerRows(Protocol):
-    """The rows of a stored tree that say who runs what (``stored.StoredTree`` has them)."""
+    """The rows of a stored tree that say who runs what (``_stores.sql.owners.SqlOwners`` has them)."""
 
     def register_owner(self, owner: str, host: str, pid: int) -> None: ...
 

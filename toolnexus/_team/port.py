@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from .handle import Handle
     from .scheduler import Scheduler
     from .spawning import Spawner
-    from .tree import HandleTree, TreeStore
+    from .._stores.parts import TreeStore
+    from .tree import HandleTree
     from .waiting import Waiter
 
 

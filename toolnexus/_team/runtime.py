@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 from . import jobs as _jobs
 from .._model import pricing
 from .. import _seconds as seconds
-from .._stores import storedruns
+from .._stores.parts import check_age
 from .._run import tracing
 from .._model.cancel import TurnGate
 from .agentdef import normalize_registry
@@ -154,7 +154,7 @@ class Runtime(TreeViews):
             trace=tracing.Tracer(content=trace_content, provider=None if generate is not None else style),
         )
         take_over, on_beat = self._scheduler.take_over, self._scheduler.on_beat
-        self._ownership = self._tree.store.ownership(
+        self._ownership = self._tree.store.owners.ownership(
             self._owner, lease_s=lease_s, recover=recover, take_over=take_over, on_beat=on_beat
         )
         self._ownership.start()
@@ -165,7 +165,7 @@ class Runtime(TreeViews):
         tree, execution, clock = self._tree, self._execution, self._clock
         self._delegation = delegation = Delegation(tree, execution.submit)
         self._turns = turns = TurnRunner(
-            engine=engine, store=tree.store.conversations, clock=clock, lineage=tree.lineage,
+            engine=engine, conversations=tree.store.transcripts.conversations, clock=clock, lineage=tree.lineage,
             task_tool=delegation.task_tool, nonce=self.root.record.nonce, tree_store=tree.store, owner=self._owner,
             **turn_options,
         )
@@ -181,7 +181,7 @@ class Runtime(TreeViews):
             tree=tree, turns=turns, execution=execution, run_turn=scheduler.run, interrupt=self._closer.interrupt,
             inline=inline,
         )
-        self._streams = Streams(weakref.proxy(self), tree.store.stream_events, self._waiter, inline=inline)
+        self._streams = Streams(weakref.proxy(self), tree.store.events.stream, self._waiter, inline=inline)
         self._spawner = Spawner(self._registry, tree, turns, scheduler.admit, execution)
         self._port = RuntimePort(
             weakref.proxy(self), spawner=self._spawner, scheduler=scheduler, waiter=self._waiter,
@@ -465,8 +465,8 @@ class Runtime(TreeViews):
         Raises:
             ConfigError: ``older_than_s`` is negative, NaN or infinite.
         """
-        before = time.time() - storedruns.check_age(older_than_s)
-        return len(self._tree.store.prune(self._tree, before))
+        before = time.time() - check_age(older_than_s)
+        return len(self._tree.store.runs.prune(self._tree, before))
 
     # --- interrupt, resume, close -----------------------------------------------------------
 

@@ -204,7 +204,7 @@ class Scheduler:
             self._before_settle(handle, turn.serial, failed)
         saving = _NO_TRANSCRIPT
         if run is not None and not pending:
-            saving = self._tree.store.saving_transcript(handle.id, run.messages)
+            saving = self._tree.store.transcripts.saving(handle.id, run.messages)
         # A final reply still to commit charges the chain: its locks too, root first.
         chain = turn.journal.deferred_chain() if turn.journal is not None else None
         held = list(reversed(chain)) if chain else [handle]
@@ -214,10 +214,10 @@ class Scheduler:
                 return False
             if chain:
                 turn.journal.write_deferred(chain)
-            save()  # the transcript lands with the outcome (see TreeStore.saving_transcript)
+            save()  # the transcript lands with the outcome (see Transcripts.saving)
             if pending:
                 suspended = handle.suspend(turn, result, self._turns.halted_call(run))
-                self._tree.store.park(suspended.pending, handle.id)  # type: ignore[arg-type]
+                self._tree.store.requests.park(suspended.pending, handle.id)  # type: ignore[arg-type]
             else:
                 handle.finish(turn, result, retryable=failed)
         return True
@@ -288,7 +288,7 @@ class Scheduler:
         claim, flips and slots in one unit of work; the jobs that run the resumed turns."""
         if not isinstance(answer, Answer) or not valid_id(answer.id):
             raise UnknownRequest(f"no handle is waiting on request {shown_id(getattr(answer, 'id', answer))}")
-        origin_id = self._tree.store.parked(answer.id)
+        origin_id = self._tree.store.requests.parked(answer.id)
         if origin_id is None:
             raise UnknownRequest(f"no handle is waiting on request {answer.id!r}")
         chain = self._suspended_chain(self._tree.get(origin_id), answer.id, top)
@@ -302,7 +302,7 @@ class Scheduler:
                 held.enter_context(each.lock)
             held.enter_context(self._unit(*path))
             # The claim, every flip and every slot commit together or not at all.
-            if self._tree.store.unpark(answer.id, "answered", to_wire(answer)) is None:
+            if self._tree.store.requests.unpark(answer.id, "answered", to_wire(answer)) is None:
                 raise UnknownRequest(f"no handle is waiting on request {answer.id!r} (answered or cancelled already)")
             for position, handle in enumerate(chain):
                 if not handle.suspended_on(answer.id):

@@ -56,7 +56,7 @@ class Spawner:
         trace = tracing.capture()  # the child's turn nests in the task call's span
         with parent.lock, self._tree.store.change(parent, dirty=False):
             child = self._add_child(parent, definition, None)
-            self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt})
+            self._tree.store.events.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt})
             parent.remember_task((agent, prompt), serial, child.id, call_id)
             with child.lock:
                 job = self._admit(parent, child, prompt, trace)

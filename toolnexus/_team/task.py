@@ -128,7 +128,8 @@ class Delegation:
                 except (SpawnError, HandleClosed) as exc:
                     return failure(f"cannot delegate to {agent}: {exc}")
         self._tree.event("reattach", child.id, parent=parent.id, state=self.team.inspect(child).state)
-        self._tree.store.emit(parent.id, "spawn", {"child": child.id, "agent": agent, "prompt": prompt}, now=True)
+        spawned = {"child": child.id, "agent": agent, "prompt": prompt}
+        self._tree.store.events.emit(parent.id, "spawn", spawned, now=True)
         if _retryable(child):
             self.team.retry(child)  # the parent's turn is tried again: so is the child's
         return child

@@ -35,7 +35,7 @@ from .._tools.tools import Tool
 from .._model.cancel import TurnGate
 
 if TYPE_CHECKING:
-    from .tree import TreeStore
+    from .._stores.parts import TreeStore
 
 log = logging.getLogger("toolnexus")
 
@@ -43,13 +43,13 @@ Metric = Callable[[dict[str, Any]], None]
 
 
 class TurnRunner:
-    """Runs turns for one runtime: shared engine, store, turn gate and metrics."""
+    """Runs turns for one runtime: shared engine, conversation store, turn gate and metrics."""
 
     def __init__(
         self,
         *,
         engine: Engine,
-        store: ConversationStore,
+        conversations: ConversationStore,
         model: str,
         hooks: Any,
         on_metric: Callable[[dict[str, Any]], Any] | None,
@@ -71,7 +71,7 @@ class TurnRunner:
         self.model = model
         self.prices = dict(prices or {})
         self._spending = Spending()
-        self._store = store
+        self._conversations = conversations
         self._hooks = hooks
         self._on_metric = on_metric
         self._gate = gate
@@ -117,7 +117,7 @@ class TurnRunner:
             toolkit.register(hosted)
         # A resumed (or taken-over) turn replays from its input: its journal serves every
         # model reply and tool result it recorded, so nothing already done is done again.
-        history = self._store.get(handle.id) or []
+        history = self._conversations.get(handle.id) or []
         messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
         run = loop.start(self.engine, spec, toolkit, messages)
         result = AgentResult(
@@ -185,7 +185,7 @@ class TurnRunner:
         budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
         capped = budget.max_cost is not None
         counted = functools.partial(self._count_call, turn)
-        turn.journal = self._tree_store.journal(
+        turn.journal = self._tree_store.journal.open(
             handle, turn, self._lineage, self._owner, counted, defer_final=not capped
         )
         return RunSpec(
@@ -209,7 +209,7 @@ class TurnRunner:
             price=self.prices.get(self.model_of(definition)),
             flight=self._flight(handle, turn) if capped else None,
             output=output_type(definition.output),
-            events=RunEvents(handle.id, self._tree_store.emit, self._tree_store.stream_events.log),
+            events=RunEvents(handle.id, self._tree_store.events.emit, self._tree_store.events.stream.log),
             needs_usage=capped or budget.max_tokens is not None,
         )
 

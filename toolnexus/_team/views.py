@@ -27,7 +27,7 @@ class TreeViews:
     def conversation_store(self) -> ConversationStore:
         """The store every handle's transcript is in (conversation id = handle id): the
         ``store=`` given, an ``InMemoryStore``, or with a state the state's own."""
-        return self._tree.store.conversations
+        return self._tree.store.transcripts.conversations
 
     @property
     def inline(self) -> bool:
@@ -115,7 +115,7 @@ class TreeViews:
             ``wake_dequeued``, ``reattach``, ``post_rejected``, ``close``, ``recovered``...)
             and ``"handle"``, and the entry's own fields.
         """
-        return self._tree.store.events()
+        return self._tree.store.events.runtime_log()
 
     def open_requests(self) -> list[Request]:
         """The questions waiting for a person.
@@ -123,7 +123,7 @@ class TreeViews:
         Returns:
             Every request waiting for a ``resume``, once each (as the asking handle has it).
         """
-        return self._tree.store.open_requests()
+        return self._tree.store.requests.open_requests()
 
     def metrics(self) -> str:
         """The runtime's metrics, for a Prometheus scrape.

@@ -15,7 +15,7 @@ import shlex
 import sqlite3
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from .console import tree_lines
 from ..data import Request
@@ -24,8 +24,6 @@ from .._team.ownership import orphans
 from .._team.record import HandleRecord, view_of
 from ..state import SQLiteState, StateStore, open_state
 
-if TYPE_CHECKING:
-    from .._stores.stored import StoredTree
 
 #: The closed runs ``show`` lists without ``--all``: the most recently started ones.
 SHOWN_CLOSED_RUNS = 20
@@ -76,30 +74,36 @@ def add_commands(commands: Any) -> None:
     prune.add_argument("--older-than", type=duration, required=True, metavar="AGE", help="e.g. 7d, 12h, 30m, 90s")
     prune.add_argument("--runtime-id", help="only this tree of the state (default: every tree)")
 
-    backup = commands.add_parser("backup", help="copy a SQLite state safely, while it is in use", description="Copy a SQLite state file with SQLite's online backup, which is consistent even while runs write to it (a plain copy of the .db without its -wal file may lose the latest commits).")
+    backup = commands.add_parser(
+        "backup",
+        help="copy a SQLite state safely, while it is in use",
+        description="Copy a SQLite state file with SQLite's online backup, which is consistent even while runs write "
+        "to it (a plain copy of the .db without its -wal file may lose the latest commits).",
+    )
     backup.add_argument("--state", metavar="FILE", required=True, help="the SQLite file to copy")
     backup.add_argument("destination", metavar="DEST", help="the new file (must not exist)")
 
 
 def show(args: argparse.Namespace) -> int:
-    from .._stores.storedruns import listed_runs
+    from .._stores.sql.owners import SqlOwners
+    from .._stores.sql.requests import SqlRequests
+    from .._stores.sql.runs import listed_runs
 
-    store = existing_state(args.state)
+    state = existing_state(args.state)
     try:
-        listing = listed_runs(store, args.runtime_id, None if args.all else SHOWN_CLOSED_RUNS)
+        listing = listed_runs(state, args.runtime_id, None if args.all else SHOWN_CLOSED_RUNS)
         out = sys.stdout
         if not listing.records:
             out.write(f"no tree {args.runtime_id!r} in {args.state}\n")
             return 2
-        tree = _tree(store, args.runtime_id)
-        orphaned = {handle_id for handle_id, _ in orphans(tree, _LEASE_S)}
+        orphaned = {handle_id for handle_id, _ in orphans(SqlOwners(state, args.runtime_id), _LEASE_S)}
         states = {record.id: shown_state(record, orphaned) for record in listing.records}
         lines = tree_lines([view_of(record) for record in listing.records], states=states)
         out.write("\n".join(lines) + "\n")
         if listing.closed_left_out:
             more = listing.closed_left_out
             out.write(f"({more} older closed run{'s' if more != 1 else ''} not shown: --all lists every run)\n")
-        requests = tree.open_requests()
+        requests = SqlRequests(state, args.runtime_id).open_requests()
         out.write(f"\nopen requests: {len(requests)}\n")
         for request in requests:
             path = "/".join((request.data or {}).get("path", []))
@@ -107,7 +111,7 @@ def show(args: argparse.Namespace) -> int:
         out.flush()
         return 0
     finally:
-        store.close()
+        state.close()
 
 
 def shown_state(record: HandleRecord, orphaned: set[str]) -> str:
@@ -123,39 +127,35 @@ def shown_state(record: HandleRecord, orphaned: set[str]) -> str:
 
 
 def prune(args: argparse.Namespace) -> int:
-    from .._stores.storedruns import prune_runs
+    from .._stores.sql.runs import prune_runs
 
-    store = existing_state(args.state)
+    state = existing_state(args.state)
     try:
-        trees = [args.runtime_id] if args.runtime_id else [row[0] for row in store.execute(_TREES)]
+        trees = [args.runtime_id] if args.runtime_id else [row[0] for row in state.execute(_TREES)]
         before = time.time() - args.older_than
-        removed = sum(len(prune_runs(store, runtime_id, before)) for runtime_id in trees)
+        removed = sum(len(prune_runs(state, runtime_id, before)) for runtime_id in trees)
         sys.stdout.write(f"pruned {removed} closed handle(s) from {args.state}\n")
         return 0
     finally:
-        store.close()
+        state.close()
 
 
 _TREES = "SELECT DISTINCT runtime_id FROM tn_handles"
 
 
-def _tree(store: StateStore, runtime_id: str) -> StoredTree:
-    from .._stores.stored import StoredTree
-
-    return StoredTree(store, runtime_id)
-
-
 def backup(args: argparse.Namespace) -> int:
     if args.state.startswith(("postgresql://", "postgres://")):
-        raise ToolnexusError("backup copies a SQLite file; for PostgreSQL use pg_dump (the tables are in the toolnexus schema)")
+        raise ToolnexusError(
+            "backup copies a SQLite file; for PostgreSQL use pg_dump (the tables are in the toolnexus schema)"
+        )
     if os.path.exists(args.destination):
         raise ToolnexusError(f"{args.destination} exists already: give a new file")
-    store = existing_state(args.state)
+    state = existing_state(args.state)
     try:
-        assert isinstance(store, SQLiteState)
-        copy_sqlite(store.path, args.destination)
+        assert isinstance(state, SQLiteState)
+        copy_sqlite(state.path, args.destination)
     finally:
-        store.close()
+        state.close()
     sys.stdout.write(f"copied {args.state} to {args.destination}\n")
     return 0
 
@@ -183,7 +183,9 @@ def connection_flags(args: argparse.Namespace) -> list[str]:
 
 
 def answer_hint(request: Request, team: str, state: str, flags: list[str], out: IO[str]) -> None:
-    out.write(f"\nwaiting for an answer:\n  id:     {request.id}\n  kind:   {request.kind}\n  prompt: {request.prompt}\n")
+    out.write(
+        f"\nwaiting for an answer:\n  id:     {request.id}\n  kind:   {request.kind}\n  prompt: {request.prompt}\n"
+    )
     fields = form_fields((request.data or {}).get("schema"))
     if fields:
         out.write(f"  fields: {fields}\n")

@@ -21,6 +21,7 @@ from django.utils.module_loading import import_string
 
 from .._team.level1 import Agent
 from .._team.runtime import Runtime
+from ..errors import ConfigError
 from .hygiene import closing_connections
 
 #: Keys whose value may be given as a dotted import path.
@@ -63,7 +64,9 @@ def build_runtime(**overrides: Any) -> Runtime:
     if isinstance(registry, Agent):
         registry = registry.registry
     if not registry:
-        raise ImproperlyConfigured('TOOLNEXUS["registry"] must name the agents (a mapping, an Agent or a dotted path to one)')
+        raise ImproperlyConfigured(
+            'TOOLNEXUS["registry"] must name the agents (a mapping, an Agent or a dotted path to one)'
+        )
     options.setdefault("inline", True)
     if not options["inline"]:
         options.setdefault("around_tool", closing_connections)
@@ -170,11 +173,16 @@ def worker_threads_with_database_state() -> bool:
     lock a view's transaction holds)."""
     from django.db import connections
 
+    from .state import dialect_of
+
     options = _setting()
     database = _django_database(options.get("state"))
     if database is None or options.get("inline") is not False or database not in connections:
         return False
-    return bool(connections[database].vendor == "sqlite")
+    try:
+        return not dialect_of(database).supports_concurrent_writers
+    except ConfigError:  # a backend the state does not run on: opening the state says so
+        return False
 
 
 def _unknown_keys(options: dict[str, Any]) -> str | None:

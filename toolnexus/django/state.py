@@ -1,7 +1,7 @@
 """The durable tree in the project's own database (``"state": "django"``).
 
-``open_django_state(using)`` picks the store for ``DATABASES[using]``; the SQL is always the
-one every store shares (``toolnexus.state.SqlState``).
+``open_django_state(using)`` picks the state for ``DATABASES[using]``; the SQL is always the
+one every state shares (``toolnexus.state.SqlState``).
 
 - **SQLite** (``DjangoState``): a change goes through the connection of the thread that
   makes it. SQLite has one write lock per database, and a view's transaction may hold it,
@@ -28,7 +28,11 @@ from typing import Any, Iterator, Sequence
 from django.db import DatabaseError, connections, transaction
 
 from ..errors import ConfigError, StateError
-from .._stores.sql import SCHEMA_VERSION, SqlState
+from .._stores.sql.base import SqlState
+from .._stores.sql.dialect import Dialect
+from .._stores.sql.postgres import POSTGRES
+from .._stores.sql.schema import SCHEMA_VERSION
+from .._stores.sql.sqlite import SQLITE
 
 #: Connections the PostgreSQL state keeps per process (besides one for LISTEN).
 POSTGRES_POOL_SIZE = 4
@@ -42,17 +46,32 @@ TABLES = (
     "tn_stream", "tn_stream_serials", "tn_bindings",
 )
 
-_SERIAL = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT", "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
+#: The dialect of each Django database vendor the state runs on.
+_DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRES}
 
 
 def open_django_state(using: str = "default") -> SqlState:
-    """The store for ``"state": "django"``: ``DjangoState`` on SQLite, a ``PostgresState``
+    """The state for ``"state": "django"``: ``DjangoState`` on SQLite, a ``PostgresState``
     on the same database on PostgreSQL (see the module's docstring for why)."""
+    if dialect_of(using).supports_concurrent_writers:
+        return _postgres_state(using)  # row locks held until the view commits would deadlock its views
+    return DjangoState(using)
+
+
+def dialect_of(using: str) -> Dialect:
+    """The dialect of ``DATABASES[using]``.
+
+    Raises:
+        ConfigError: no such database, or a backend the state does not run on.
+    """
     if using not in connections:
         raise ConfigError(f"toolnexus state: no database {using!r} in DATABASES")
-    if connections[using].vendor == "postgresql":
-        return _postgres_state(using)
-    return DjangoState(using)
+    vendor = connections[using].vendor
+    if vendor not in _DIALECTS:
+        raise ConfigError(
+            f"toolnexus state: the {vendor} backend of database {using!r} is not supported (SQLite or PostgreSQL)"
+        )
+    return _DIALECTS[vendor]
 
 
 def _postgres_state(using: str) -> SqlState:
@@ -61,12 +80,18 @@ def _postgres_state(using: str) -> SqlState:
 
         from ..postgres import PostgresState
     except ImportError as exc:  # depends on the extra
-        raise ConfigError('"state": "django" on PostgreSQL needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)') from exc
+        raise ConfigError(
+            '"state": "django" on PostgreSQL needs the toolnexus[postgres] extra (psycopg 3 and psycopg-pool)'
+        ) from exc
 
     conn = connections[using]
     params = dict(conn.get_connection_params())
     params["application_name"] = f"{params.get('application_name') or 'django'} toolnexus"[:63]
-    plain = {key: str(value) for key, value in params.items() if isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""}
+    plain = {
+        key: str(value)
+        for key, value in params.items()
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != ""
+    }
     plain.pop("prepare_threshold", None)
     with conn.cursor() as cursor:  # the tables sit beside Django's own (the migration made them there)
         cursor.execute("SELECT current_schema()")
@@ -84,7 +109,8 @@ def _postgres_state(using: str) -> SqlState:
         def __repr__(self) -> str:
             return f"PostgresState(django database {using!r}, schema={self.schema!r})"
 
-    return MigratedPostgresState(psycopg.conninfo.make_conninfo("", **plain), schema=schema, max_size=POSTGRES_POOL_SIZE)
+    conninfo = psycopg.conninfo.make_conninfo("", **plain)
+    return MigratedPostgresState(conninfo, schema=schema, max_size=POSTGRES_POOL_SIZE)
 
 
 def _check_version(rows: list[tuple[Any, ...]], using: str) -> None:
@@ -98,20 +124,14 @@ def _check_version(rows: list[tuple[Any, ...]], using: str) -> None:
 
 class DjangoState(SqlState):
     """The state in ``DATABASES[using]``, in the tables the ``toolnexus`` app's migration
-    creates, through Django's own connections (the SQLite store; the migration uses it on
+    creates, through Django's own connections (the SQLite state; the migration uses it on
     PostgreSQL too)."""
 
     placeholder = "%s"  # Django's cursors take %s on every backend
 
     def __init__(self, using: str = "default", *, check: bool = True) -> None:
-        if using not in connections:
-            raise ConfigError(f"toolnexus state: no database {using!r} in DATABASES")
-        vendor = connections[using].vendor
-        if vendor not in _SERIAL:
-            raise ConfigError(f"toolnexus state: the {vendor} backend of database {using!r} is not supported (SQLite or PostgreSQL)")
+        self.dialect = dialect_of(using)
         self.using = using
-        self.dialect = vendor
-        self.serial_column = _SERIAL[vendor]
         self._local = threading.local()  # depth: this thread's nesting of transaction()
         self._closing = threading.Event()
         if check:
@@ -175,16 +195,13 @@ class DjangoState(SqlState):
 
     def _lock_for_writing(self) -> None:
         """SQLite: take the write lock as the transaction begins (as ``BEGIN IMMEDIATE``
-        does), so that a read-then-write waits for another writer instead of failing."""
-        if self.dialect != "sqlite":
+        does), so that a read-then-write waits for another writer instead of failing. A
+        database whose writers lock rows one by one needs nothing here."""
+        if self.dialect.supports_concurrent_writers:
             return
         mode = (connections[self.using].settings_dict.get("OPTIONS") or {}).get("transaction_mode")
         if str(mode).upper() not in ("IMMEDIATE", "EXCLUSIVE"):
             self.execute("UPDATE tn_meta SET value = value WHERE key = 'schema_version'")
-
-    def _prepare_migration(self) -> None:
-        if self.dialect == "postgresql":
-            self.execute("SELECT pg_advisory_xact_lock(hashtext('toolnexus.migrate'))")
 
     def _check_schema(self) -> None:
         """The tables are the migration's: missing ones, or a newer schema, are a ``ConfigError``."""
@@ -193,7 +210,10 @@ class DjangoState(SqlState):
             present = set(conn.introspection.table_names(cursor))
         missing = [table for table in TABLES if table not in present]
         if missing:
-            raise ConfigError(f"the toolnexus tables are missing from database {self.using!r} ({', '.join(missing)}): run manage.py migrate")
+            raise ConfigError(
+                f"the toolnexus tables are missing from database {self.using!r} ({', '.join(missing)}):"
+                " run manage.py migrate"
+            )
         _check_version(self.execute("SELECT value FROM tn_meta WHERE key = 'schema_version'"), self.using)
 
     # --- waiting and closing --------------------------------------------------------------------

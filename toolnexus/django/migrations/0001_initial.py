@@ -39,6 +39,11 @@ class Migration(migrations.Migration):  # type: ignore[misc]  # Django ships no 
                 ("created_at", models.FloatField()),
                 ("closed_at", models.FloatField(null=True)),
             ],
-            options={"verbose_name": "pending request", "db_table": "tn_requests", "ordering": ("created_at",), "managed": False},
+            options={
+                "verbose_name": "pending request",
+                "db_table": "tn_requests",
+                "ordering": ("created_at",),
+                "managed": False,
+            },
         ),
     ]

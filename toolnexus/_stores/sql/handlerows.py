@@ -10,9 +10,9 @@ import functools
 import json
 from typing import Any, Callable, Iterable
 
-from ..data import HandleView
-from .._team.record import HandleRecord, TaskEntry, view_of
-from ..wire import record_codec
+from ...data import HandleView
+from ..._team.record import HandleRecord, TaskEntry, view_of
+from ...wire import record_codec
 
 ROOT = "root"
 
@@ -33,7 +33,7 @@ def _codec() -> tuple[Callable[[HandleRecord], dict[str, Any]], Callable[[dict[s
     def keys_in(rows: Any, _: Any) -> dict[tuple[str, str], TaskEntry]:
         return {(agent, prompt): TaskEntry(serial, child, call) for agent, prompt, serial, child, call in rows}
 
-    hooks = {"task_keys": (keys_out, keys_in)}
+    hooks: dict[str, tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]] = {"task_keys": (keys_out, keys_in)}
     return record_codec(HandleRecord, omit=("id", "children", "version"), hooks=hooks)
 
 

@@ -11,15 +11,15 @@ what ``toolnexus show`` prints: every run still open, and only the latest closed
 
 from __future__ import annotations
 
-import math
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import attrs
 
-from ..errors import ConfigError
-from .handlerows import LISTED_COLUMNS, ROOT, records_of_rows
-from .._team.record import HandleRecord
-from .sql import StateStore
+from ..._team.record import HandleRecord
+from ...data import HandleView
+from ..parts import HandleTable
+from .base import StateStore
+from .handlerows import LISTED_COLUMNS, ROOT, records_of_rows, views_of_rows
 
 #: The rows a pruned run takes with it: ``(table, the column that names a handle)``, the
 #: handles themselves last. A table that keeps rows per handle or per run joins this list.
@@ -47,20 +47,7 @@ _RUN_HANDLES = (
 )
 
 
-def check_age(older_than_s: Any) -> float:
-    """``older_than_s`` as ``prune`` takes it: a finite number of seconds, 0 or more.
-
-    Raises:
-        ConfigError: anything else (a negative, NaN or infinite age, or not a number).
-    """
-    if isinstance(older_than_s, bool) or not isinstance(older_than_s, (int, float)):
-        raise ConfigError(f"older_than_s must be a number of seconds, not {type(older_than_s).__name__}")
-    if not math.isfinite(older_than_s) or older_than_s < 0:
-        raise ConfigError(f"older_than_s must be a finite number of seconds, 0 or more, not {older_than_s}")
-    return float(older_than_s)
-
-
-def prune_runs(store: StateStore, runtime_id: str, before: float) -> list[str]:
+def prune_runs(state: StateStore, runtime_id: str, before: float) -> list[str]:
     """Delete the runs of ``runtime_id`` whose top handle closed before ``before``
     (``time.time()``), each whole, with all its rows; the ids of the handles deleted.
 
@@ -70,7 +57,7 @@ def prune_runs(store: StateStore, runtime_id: str, before: float) -> list[str]:
     """
     tops = [
         row[0]
-        for row in store.execute(
+        for row in state.execute(
             "SELECT id FROM tn_handles WHERE runtime_id = ? AND parent_id = ? AND state = 'closed' AND updated_at < ?"
             " ORDER BY spawn_no",
             (runtime_id, ROOT, before),
@@ -78,31 +65,54 @@ def prune_runs(store: StateStore, runtime_id: str, before: float) -> list[str]:
     ]
     removed: list[str] = []
     for batch in _batches(tops, RUNS_PER_BATCH):
-        with store.transaction():
-            ids = _finished_handles(store, runtime_id, batch)
+        with state.transaction():
+            ids = _finished_handles(state, runtime_id, batch)
             for chunk in _batches(ids, _IDS_PER_STATEMENT):
                 marks = ", ".join("?" for _ in chunk)
                 for table, column in RUN_TABLES:
                     sql = f"DELETE FROM {table} WHERE runtime_id = ? AND {column} IN ({marks})"
-                    store.execute(sql, (runtime_id, *chunk))
+                    state.execute(sql, (runtime_id, *chunk))
         removed += ids
     return removed
 
 
-def _finished_handles(store: StateStore, runtime_id: str, tops: list[str]) -> list[str]:
+def _finished_handles(state: StateStore, runtime_id: str, tops: list[str]) -> list[str]:
     """Every handle of the runs of ``tops`` whose handles are all closed."""
     sql = _RUN_HANDLES.format(tops=", ".join("?" for _ in tops))
-    rows = store.execute(
+    rows = state.execute(
         f"{sql} SELECT run.run_top, run.id, h.state FROM tn_handles h, run WHERE h.runtime_id = ? AND h.id = run.id",
         (runtime_id, *tops, runtime_id, runtime_id),
     )
     runs: dict[str, list[str]] = {}
     open_runs: set[str] = set()
-    for top, handle_id, state in rows:
+    for top, handle_id, status in rows:
         runs.setdefault(top, []).append(handle_id)
-        if state != "closed":
+        if status != "closed":
             open_runs.add(top)
     return [handle_id for top in tops if top not in open_runs for handle_id in runs.get(top, [])]
+
+
+class SqlRuns:
+    """The runs of one tree (``parts.Runs``)."""
+
+    def __init__(self, state: StateStore, runtime_id: str) -> None:
+        self._state = state
+        self._runtime_id = runtime_id
+
+    def listing(self, table: HandleTable, keep_closed: int) -> list[HandleView]:
+        rows = self._state.execute(
+            f"SELECT {LISTED_COLUMNS} FROM tn_handles WHERE runtime_id = ? AND state <> 'closed'"
+            f" UNION ALL SELECT * FROM (SELECT {LISTED_COLUMNS} FROM tn_handles"
+            " WHERE runtime_id = ? AND state = 'closed' ORDER BY updated_at DESC LIMIT ?) recent",
+            (self._runtime_id, self._runtime_id, keep_closed),
+        )
+        return views_of_rows(rows)
+
+    def prune(self, table: HandleTable | None, before: float) -> list[str]:
+        ids = prune_runs(self._state, self._runtime_id, before)
+        if table is not None:
+            table.forget(ids)
+        return ids
 
 
 @attrs.frozen
@@ -114,24 +124,24 @@ class RunListing:
     closed_left_out: int
 
 
-def listed_runs(store: StateStore, runtime_id: str, closed_limit: int | None) -> RunListing:
+def listed_runs(state: StateStore, runtime_id: str, closed_limit: int | None) -> RunListing:
     """Every run whose top handle is not closed, and the ``closed_limit`` most recently
     started closed ones (every one when ``None``), with their handles."""
     where = "runtime_id = ? AND parent_id = ?"
     keys = (runtime_id, ROOT)
-    tops = store.execute(f"SELECT id FROM tn_handles WHERE {where} AND state <> 'closed'", keys)
+    tops = state.execute(f"SELECT id FROM tn_handles WHERE {where} AND state <> 'closed'", keys)
     limit = "" if closed_limit is None else f" LIMIT {int(closed_limit)}"
-    closed = store.execute(
+    closed = state.execute(
         f"SELECT id FROM tn_handles WHERE {where} AND state = 'closed' ORDER BY spawn_no DESC{limit}", keys
     )
     left_out = 0
     if closed_limit is not None and len(closed) >= closed_limit:
-        total = store.execute(f"SELECT count(*) FROM tn_handles WHERE {where} AND state = 'closed'", keys)[0][0]
+        total = state.execute(f"SELECT count(*) FROM tn_handles WHERE {where} AND state = 'closed'", keys)[0][0]
         left_out = int(total) - len(closed)
-    rows = store.execute(f"SELECT {LISTED_COLUMNS} FROM tn_handles WHERE runtime_id = ? AND id = ?", (runtime_id, ROOT))
+    rows = state.execute(f"SELECT {LISTED_COLUMNS} FROM tn_handles WHERE runtime_id = ? AND id = ?", (runtime_id, ROOT))
     for batch in _batches([row[0] for row in [*tops, *closed]], RUNS_PER_BATCH):
         sql = _RUN_HANDLES.format(tops=", ".join("?" for _ in batch))
-        rows += store.execute(
+        rows += state.execute(
             f"{sql} SELECT {', '.join('h.' + column for column in LISTED_COLUMNS.split(', '))}"
             " FROM tn_handles h, run WHERE h.runtime_id = ? AND h.id = run.id",
             (runtime_id, *batch, runtime_id, runtime_id),

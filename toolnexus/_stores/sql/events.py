@@ -1,6 +1,6 @@
 """A stored tree's stream events: rows of ``tn_stream``, numbered by one serial per tree.
 
-Events are committed inside the unit of work that made them (``StoredTree.change``): a
+Events are committed inside the unit of work that made them (``unit.Unit``): a
 state change with its row, a model reply's ``message`` with the reply's journal row, a
 call's ``tool_result`` with its result. One unit inserts its events in one statement.
 An event made outside any unit (the loop announces a reply just before the journal
@@ -25,18 +25,19 @@ import functools
 import json
 import threading
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, ContextManager, Iterable, Iterator, Protocol
 
 import attrs
 
-from ..data import AgentResult
-from .._events.log import LOG, EventLog, Logged
-from .sql import StateStore
-from ..wire import from_wire, to_wire
+from ..._events.log import LOG, EventLog, Logged, TreeEvents
+from ..._team.handle import Handle
+from ...data import AgentResult
+from ...wire import from_wire, to_wire
+from .base import StateStore
 
-#: Rows one statement inserts at most (six parameters each).
+#: Rows one statement inserts at most.
 _BATCH = 100
-_COLUMNS = 6
+_COLUMNS = ("runtime_id", "serial", "handle_id", "kind", "body", "at")
 #: How long the watching thread waits for a change before it wakes the streams anyway.
 WATCH_S = 0.25
 
@@ -45,14 +46,54 @@ _DUMPS = json.JSONEncoder(separators=(",", ":")).encode
 Pending = tuple[str | None, str, dict[str, Any], Any]
 
 
+class OpenUnits(Protocol):
+    """What the events part asks of a stored tree's units of work (``unit.Unit``)."""
+
+    def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[None]: ...
+
+    def made(self) -> list[Pending] | None: ...
+
+
+class SqlLog:
+    """A stored tree's events (``parts.TreeLog``): a stream event joins the open unit of
+    work; the runtime's own log shares the stream's rows (a ``log`` row, which no stream
+    yields)."""
+
+    def __init__(self, stream: StoredEvents, units: OpenUnits) -> None:
+        self.stream: TreeEvents = stream
+        self._stream = stream
+        self._units = units
+
+    def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
+        made = self._units.made()
+        if made is not None:
+            made.append((handle, kind, data, result))
+        elif now:
+            with self._units.change():
+                self._add((handle, kind, data, result))
+        else:
+            self._stream.hold(handle, (handle, kind, data, result))
+
+    def _add(self, event: Pending) -> None:
+        made = self._units.made()
+        assert made is not None  # inside the unit just opened
+        made.append(event)
+
+    def add_log(self, entry: dict[str, Any]) -> None:
+        self.emit(entry["handle"], LOG, entry, now=True)
+
+    def runtime_log(self) -> list[dict[str, Any]]:
+        return self._stream.runtime_log()
+
+
 class StoredEvents:
     """The ``tn_stream`` rows of one tree, and this process's log of them."""
 
-    def __init__(self, store: StateStore, runtime_id: str) -> None:
+    def __init__(self, state: StateStore, runtime_id: str) -> None:
         self.log = EventLog()
-        self._store = store
+        self._state = state
         self._runtime_id = runtime_id
-        self._counted = store.dialect == "postgresql"  # a counter row orders the commits
+        self._counted = state.dialect.supports_concurrent_writers  # a counter row orders their commits
         self._lock = threading.Lock()  # guards: _held, _last, _watchers, _thread (a leaf)
         self._held: dict[str | None, list[Pending]] = {}
         #: ``(foreign commit count, serial)`` after this process's last insert (SQLite).
@@ -78,7 +119,9 @@ class StoredEvents:
                 found.extend(self._held.pop(handle_id, ()))
             return found
 
-    def insert_unit(self, touched: Iterable[str], made: list[Pending], seen: int | None, notice: str) -> list[Logged] | None:
+    def insert_unit(
+        self, touched: Iterable[str], made: list[Pending], seen: int | None, notice: str
+    ) -> list[Logged] | None:
         """A unit of work's events (first those its ``touched`` handles held, then those it
         ``made``), numbered and inserted with the commit's wake-up ``notice``; ``None`` when
         it has none (the caller sends the wake-up). The unit's last statement: on
@@ -89,10 +132,10 @@ class StoredEvents:
     def insert(self, events: list[Pending], seen: int | None, notice: str) -> list[Logged]:
         """Number and insert ``events`` (inside the unit's transaction) and send the
         commit's wake-up ``notice`` (``StateStore.notify``); ``seen`` is the unit's count of
-        other connections' commits, when the store keeps one."""
-        if self._counted and hasattr(self._store, "notice"):
-            return self._insert_counted(events, self._store.notice(notice))
-        self._store.notify(notice)
+        other connections' commits, when the state keeps one."""
+        if self._counted:
+            return self._insert_counted(events, self._state.notice(notice))
+        self._state.notify(notice)
         base = self._base(len(events), seen)
         now = time.time()
         logged = []
@@ -100,15 +143,17 @@ class StoredEvents:
         for index, (handle, kind, data, result) in enumerate(events, 1):
             logged.append(Logged(base + index, handle, kind, data, result))
             params += (self._runtime_id, base + index, handle, kind, _body(kind, data, result), now)
-        step = _BATCH * _COLUMNS
+        step = _BATCH * len(_COLUMNS)
         for start in range(0, len(params), step):
             chunk = params[start : start + step]
-            self._store.execute(_insert_sql(len(chunk) // _COLUMNS), chunk)
+            self._state.execute(
+                self._state.dialect.insert_rows("tn_stream", _COLUMNS, len(chunk) // len(_COLUMNS)), chunk
+            )
         with self._lock:  # still inside the transaction: the next unit of any thread numbers after it
             self._last = (seen, logged[-1].serial) if seen is not None else None
         return logged
 
-    def _insert_counted(self, events: list[Pending], notice: tuple[str, str]) -> list[Logged]:
+    def _insert_counted(self, events: list[Pending], notice: tuple[str, str] | None) -> list[Logged]:
         """PostgreSQL: count, insert and notify in one statement (one round trip); the
         counter row's lock, taken last, orders the commits of this tree."""
         logged: list[Logged] = []
@@ -118,10 +163,14 @@ class StoredEvents:
             params: list[Any] = [self._runtime_id, len(chunk), self._runtime_id, len(chunk), now]
             for index, (handle, kind, data, result) in enumerate(chunk, 1):
                 params += (index, handle, kind, _body(kind, data, result))
-            rows = self._store.execute(_counted_sql(len(chunk)), [*params, *notice])
+            sql = self._state.dialect.numbered_events(len(chunk), notify=notice is not None)
+            rows = self._state.execute(sql, [*params, *(notice or ())])
             last = int(rows[0][0])
             base = last - len(chunk)
-            logged += [Logged(base + index, handle, kind, data, result) for index, (handle, kind, data, result) in enumerate(chunk, 1)]
+            logged += [
+                Logged(base + index, handle, kind, data, result)
+                for index, (handle, kind, data, result) in enumerate(chunk, 1)
+            ]
         return logged
 
     def _base(self, count: int, seen: int | None) -> int:
@@ -130,7 +179,11 @@ class StoredEvents:
             last = self._last
         if last is not None and seen is not None and last[0] == seen:
             return last[1]  # nobody else committed since this process's last insert
-        return int(self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))[0][0])
+        return int(
+            self._state.execute(
+                "SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,)
+            )[0][0]
+        )
 
     def committed(self, logged: list[Logged], *, kept: bool) -> None:
         """After the commit: the log learns the events (``kept``: this commit is final,
@@ -149,12 +202,13 @@ class StoredEvents:
     # --- reading -----------------------------------------------------------------------------------
 
     def read(self, after: int, limit: int) -> list[Logged]:
-        rows = self._store.execute(
-            "SELECT serial, handle_id, kind, body FROM tn_stream WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
+        rows = self._state.execute(
+            "SELECT serial, handle_id, kind, body FROM tn_stream"
+            " WHERE runtime_id = ? AND serial > ? ORDER BY serial LIMIT ?",
             (self._runtime_id, after, limit),
         )
         found = [_logged(row) for row in rows]
-        if found and not _in_host_transaction(self._store):
+        if found and not self._state.in_host_transaction():
             self.log.add(found)
         elif found:
             self.log.seen(found[-1].serial)
@@ -164,8 +218,9 @@ class StoredEvents:
         """The serial of ``handle_id``'s latest turn start: the log's, unless the state has a
         later one (a turn that ran in another process, which this log never heard of)."""
         found = self.log.turn_start(handle_id)
-        rows = self._store.execute(
-            "SELECT serial, body FROM tn_stream WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' AND serial > ?"
+        rows = self._state.execute(
+            "SELECT serial, body FROM tn_stream"
+            " WHERE runtime_id = ? AND handle_id = ? AND kind = 'state' AND serial > ?"
             " ORDER BY serial DESC LIMIT 64",
             (self._runtime_id, handle_id, found or 0),
         )
@@ -176,13 +231,17 @@ class StoredEvents:
 
     def runtime_log(self) -> list[dict[str, Any]]:
         """The runtime's own log (``Runtime.events``): its rows among the stream events,
-        after those of the table a store written before kept them in."""
-        older = self._store.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self._runtime_id,))
-        rows = self._store.execute(f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,))
+        after those of the table a state written before kept them in."""
+        older = self._state.execute("SELECT body FROM tn_events WHERE runtime_id = ? ORDER BY seq", (self._runtime_id,))
+        rows = self._state.execute(
+            f"SELECT body FROM tn_stream WHERE runtime_id = ? AND kind = '{LOG}' ORDER BY serial", (self._runtime_id,)
+        )
         return [_json(row[0]) for row in older + rows]
 
     def last(self) -> int:
-        rows = self._store.execute("SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,))
+        rows = self._state.execute(
+            "SELECT COALESCE(MAX(serial), 0) FROM tn_stream WHERE runtime_id = ?", (self._runtime_id,)
+        )
         last = int(rows[0][0])
         self.log.seen(last)
         return last
@@ -207,7 +266,7 @@ class StoredEvents:
         if not here:
             self.log.wait(version, timeout)  # the watching thread wakes it
             return
-        self._store.wait_change(WATCH_S if timeout is None else max(0.0, min(timeout, WATCH_S)))
+        self._state.wait_change(WATCH_S if timeout is None else max(0.0, min(timeout, WATCH_S)))
         self.log.poke(foreign=True)
 
     def _watch(self) -> None:
@@ -217,8 +276,8 @@ class StoredEvents:
                     self._thread = None
                     return
             try:
-                self._store.wait_change(WATCH_S)
-            except Exception:  # a store that fails to wait: the streams' own reads name the fault
+                self._state.wait_change(WATCH_S)
+            except Exception:  # a state that fails to wait: the streams' own reads name the fault
                 self._stopped.wait(WATCH_S)  # nothing to wait on: pace the streams' reads
             self.log.poke(foreign=True)
 
@@ -230,24 +289,6 @@ class StoredEvents:
         self.log.poke()
         if thread is not None and thread is not threading.current_thread():
             thread.join(join_timeout)
-
-
-@functools.lru_cache(maxsize=None)
-def _insert_sql(rows: int) -> str:
-    marks = ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows)
-    return f"INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, at) VALUES {marks}"
-
-
-@functools.lru_cache(maxsize=None)
-def _counted_sql(rows: int) -> str:
-    values = ", ".join(["(CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))"] * rows)
-    return (
-        "WITH counted AS (INSERT INTO tn_stream_serials AS c (runtime_id, last) VALUES (?, ?)"
-        " ON CONFLICT (runtime_id) DO UPDATE SET last = c.last + excluded.last RETURNING last),"
-        " added AS (INSERT INTO tn_stream (runtime_id, serial, handle_id, kind, body, at)"
-        f" SELECT CAST(? AS TEXT), counted.last - ? + v.k, v.handle_id, v.kind, v.body, CAST(? AS DOUBLE PRECISION) FROM counted, (VALUES {values}) AS v (k, handle_id, kind, body))"
-        " SELECT last, pg_notify(?, ?) FROM counted"
-    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -284,13 +325,14 @@ def _logged(row: tuple[Any, ...]) -> Logged:
     data = _json(body)
     if kind != "result" or "is_error" not in data:
         return Logged(int(serial), handle, kind, data)
-    return Logged(int(serial), handle, kind, {key: data.get(key) for key in ("status", "text", "total_tokens")}, from_wire(AgentResult, data))
+    return Logged(
+        int(serial),
+        handle,
+        kind,
+        {key: data.get(key) for key in ("status", "text", "total_tokens")},
+        from_wire(AgentResult, data),
+    )
 
 
 def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
-
-
-def _in_host_transaction(store: StateStore) -> bool:
-    joined = getattr(store, "in_host_transaction", None)
-    return bool(joined()) if callable(joined) else False
