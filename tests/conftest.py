@@ -15,6 +15,8 @@ from _services import service_url
 from toolnexus import Runtime
 from toolnexus.testing import ScriptedRoute
 
+pytest_plugins = ("_parallel",)  # the suite on several workers: see _parallel.py
+
 HANG_TIMEOUT = 10.0
 
 

@@ -107,10 +107,12 @@ def web(settings: dict[str, str]) -> Iterator[tuple[Runtime, Any]]:
 
 def test_a_wake_returns_at_once_and_a_worker_runs_the_turns(web, workers):
     rt, _ = web
-    workers.start(concurrency=2)
     boss = rt.spawn(rt.root, "boss")
     rt.wake(boss, "go")
+    # No worker yet: the turn can only be waiting in the queue (with one, a fast worker could
+    # finish it before the test looks, and "running" would be a race).
     assert rt.inspect(boss).state == "running"
+    workers.start(concurrency=2)
     result = rt.wait(boss, timeout=30)
     assert (result.status, result.text) == ("done", "boss: helped")
     assert _celery_team.calls(workers.settings["TN_CELERY_CALLS"]) == ["boss", "helper", "boss"]
