@@ -248,10 +248,10 @@ class Budget:
         max_concurrent: int | None = None,
         max_depth: int | None = None,
         max_cost: float | None = None,
-        **renamed_options: Any,
+        max_wall_ms: float | None = None,  # deprecated: max_wall in milliseconds, with a warning
     ) -> None:
-        if renamed_options:
-            max_wall = seconds.renamed("Budget", renamed_options, {"max_wall": max_wall})["max_wall"]
+        if max_wall_ms is not None:
+            max_wall = seconds.renamed("Budget", {"max_wall_ms": max_wall_ms}, {"max_wall": max_wall})["max_wall"]
         self.__attrs_init__(
             max_turns=max_turns, max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_wall=max_wall,
             max_children=max_children, max_concurrent=max_concurrent, max_depth=max_depth, max_cost=max_cost,

@@ -100,10 +100,11 @@ class Client:
         trace_content: bool = False,
         prices: Mapping[str, Any] | None = None,
         reset_tool_choice: bool = False,
-        **renamed_options: Any,
+        timeout_ms: float | None = None,
+        retry_base_ms: float | None = None,
+        max_retry_after_s: float | None = None,
     ) -> None:
-        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after}
-        times = seconds.renamed("Client", renamed_options, given)
+        times = seconds.durations("Client", locals())
         connection = ConnectionOptions.among({**locals(), **times})
         price = pricing.table(prices).get(model)
         self.model = model

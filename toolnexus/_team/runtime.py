@@ -123,10 +123,10 @@ class Runtime(TreeViews):
         dispatcher: Dispatcher | None = None,
         pool: WorkerPool | None = None,
         prices: Mapping[str, Any] | None = None,
-        **renamed_options: Any,
+        timeout_ms: float | None = None, retry_base_ms: float | None = None, max_retry_after_s: float | None = None,
+        shutdown_ms: float | None = None, lease_ms: float | None = None,
     ) -> None:
-        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after, "lease": lease}
-        times = seconds.renamed("Runtime", renamed_options, {**given, "shutdown_timeout": shutdown_timeout})
+        times = seconds.durations("Runtime", locals())
         self._registry = normalize_registry(registry)
         lease_s, self._shutdown_s = check_options(
             state=state, store=store, recover=recover, lease=times["lease"], shutdown_timeout=times["shutdown_timeout"],
