@@ -69,7 +69,8 @@ def a_team() -> str:
 
 def an_approval() -> str | None:
     scripted = ScriptedModel({"ops": [{"tool_calls": [{"name": "deploy", "arguments": {"service": "api"}}]}]})
-    with Runtime({"ops": AgentDef("ops", "Ships services", tools=[deploy])}, generate=scripted, shutdown_timeout=2.0) as rt:
+    team = {"ops": AgentDef("ops", "Ships services", tools=[deploy])}
+    with Runtime(team, generate=scripted, shutdown_timeout=2.0) as rt:
         result = rt.run_agent("ops", "Ship api v2")
         if result.pending is not None:
             rt.resume(make_answer(result.pending.id, True))

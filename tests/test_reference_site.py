@@ -83,7 +83,9 @@ def test_each_public_name_has_one_entry_in_the_api_reference(site: Path) -> None
     assert {"Client", "Runtime", "RunStream", "Agent"} <= set(anchors) & set(toolnexus.__all__)
 
 
-def test_the_runtime_page_shows_signatures_that_fit_and_sections_as_tables(site: Path, browser: Any, tmp_path: Path) -> None:
+def test_the_runtime_page_shows_signatures_that_fit_and_sections_as_tables(
+    site: Path, browser: Any, tmp_path: Path
+) -> None:
     browser.get((site / "reference" / "runtime" / "index.html").as_uri())
     signatures = browser.execute_script(
         "return [...document.querySelectorAll('.doc-signature')].map(s => {"
