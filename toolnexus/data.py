@@ -19,7 +19,9 @@ from .errors import ConfigError
 
 @attrs.frozen
 class ToolResult:
-    """What a tool hands back to the model."""
+    """What a tool hands back to the model: ``output``, the text the model reads, and
+    ``metadata``, values for the host that the model never sees (``None`` when there are
+    none: read them as ``(result.metadata or {}).get(key)``)."""
 
     output: str
     is_error: bool = False
