@@ -7,13 +7,13 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import toolnexus
+from _console import FakeTTY
 from _teamfiles import APPROVAL_TOOLS
 from toolnexus import AgentDef, Runtime
 from toolnexus.cli.commands import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
@@ -340,27 +340,6 @@ def test_load_team_builds_agent_defs(tmp_path: Path) -> None:
 
 
 # --- the pieces, in process ------------------------------------------------------------------
-
-
-class FakeTTY(io.StringIO):
-    """A terminal that tells a waiting test about every write."""
-
-    def __init__(self, initial: str = "") -> None:
-        super().__init__(initial)
-        self._written = threading.Condition()
-
-    def isatty(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        with self._written:
-            count = super().write(text)
-            self._written.notify_all()
-        return count
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        with self._written:
-            return self._written.wait_for(lambda: text in self.getvalue(), timeout=timeout)
 
 
 def test_tree_lines_indent_by_depth() -> None:

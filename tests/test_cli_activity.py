@@ -3,33 +3,15 @@ line of text, as it happens (``toolnexus.cli.activity``)."""
 
 from __future__ import annotations
 
-import io
 import threading
 from typing import Any
 
+from _console import Piped
 from toolnexus import AgentDef, Event, Runtime, Tool
 from toolnexus.cli.activity import Narrator, call_text
 from toolnexus.cli.console import LiveTree
 
 WAIT_S = 10
-
-
-class Piped(io.StringIO):
-    """An output that is not a terminal and tells a waiting test about every write."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._written = threading.Condition()
-
-    def write(self, text: str) -> int:
-        with self._written:
-            count = super().write(text)
-            self._written.notify_all()
-        return count
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        with self._written:
-            return self._written.wait_for(lambda: text in self.getvalue(), timeout=timeout)
 
 
 def event(kind: str, handle: str, **data: Any) -> Event:

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from _browser import chromium
 from _services import missing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,26 +50,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        missing("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing("selenium is not installed: pip install -e '.[test]'")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars"):
-        options.add_argument(flag)
-    options.add_argument(f"--window-size={WINDOW[0]},{WINDOW[1]}")
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium-profile"), WINDOW) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_each_public_name_has_one_entry_in_the_api_reference(site: Path) -> None:

@@ -87,8 +87,7 @@ class LiveTree:
     """Shows what a run does and ``rt.handles()`` while it goes on; with ``one_run``, only
     the run ``follow`` names (nothing before it is named).
 
-    The lines of what the team does (``activity``, unless ``activity=False``) are printed as
-    they happen. With the tree ``enabled``, on a terminal it is redrawn in place below them
+    The lines of what the team does (``activity``) are printed as they happen. With the tree ``enabled``, on a terminal it is redrawn in place below them
     with ANSI cursor movement, from a small refresh thread that wakes every ``REFRESH_S``
     seconds on an ``Event`` and draws only when the tree changed; otherwise it is printed as
     plain lines when the run stops for a question (``pause``). ``stop()`` ends and joins
@@ -96,14 +95,7 @@ class LiveTree:
     """
 
     def __init__(
-        self,
-        rt: Runtime,
-        stream: IO[str],
-        *,
-        tty: bool | None = None,
-        enabled: bool = True,
-        one_run: bool = False,
-        activity: bool = True,
+        self, rt: Runtime, stream: IO[str], *, tty: bool | None = None, enabled: bool = True, one_run: bool = False
     ) -> None:
         self._rt = rt
         self._one_run = one_run
@@ -111,7 +103,6 @@ class LiveTree:
         self._out = stream
         self._tty = _is_tty(stream) if tty is None else tty
         self._enabled = enabled
-        self._activity = activity
         self._feed: Feed | None = None
         self._lock = threading.Lock()  # guards: _last, _drawn, _paused, _held, writes to the stream
         self._last: list[str] | None = None
@@ -140,9 +131,7 @@ class LiveTree:
         self._started = True
         if self._live:
             self._write(f"{_CSI}?25l")  # hide the cursor while redrawing
-        if self._activity or self._live:
-            narrator = Narrator(lambda: self._top if self._one_run else None)
-            self._feed = Feed(self._rt, narrator, self.log if self._activity else lambda lines: None)
+        self._feed = Feed(self._rt, Narrator(lambda: self._top if self._one_run else None), self.log)
         if self._live:
             self._thread = threading.Thread(target=self._loop, name="toolnexus-tree", daemon=True)
             self._thread.start()
@@ -165,7 +154,7 @@ class LiveTree:
 
     def caught_up(self, result: AgentResult) -> None:
         """Wait (at most ``CATCH_UP_S``) until what led to ``result`` has been printed."""
-        if self._feed is not None and self._activity and result.handle_id:
+        if self._feed is not None and result.handle_id:
             self._feed.told(result.handle_id, result.status, CATCH_UP_S)
 
     def pause(self, result: AgentResult | None = None) -> None:
