@@ -53,6 +53,7 @@ def test_demo_yes_piped_shows_tree_and_final_text() -> None:
     assert "total tokens: 900" in out  # the resume asks the coordinator's model nothing again
     final_tree = out.split("final tree:")[1]
     assert "root/coordinator.1" in final_tree and "closed" in final_tree
+    assert not re.search(r"^root ", out, re.M)  # the tree shows the run, not the idle root above it
     # the tree as the run stops for the question: the writer waits, and so does its lead
     assert "suspended" in out.split("Approve?")[0].split("researcher.1 > Found")[-1]
 
