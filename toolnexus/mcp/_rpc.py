@@ -135,10 +135,12 @@ class Wire(Protocol):
         message to the session, until the reply is in. Returns False when the message was
         given up before any of it went out. Raises ``Failed`` when the exchange failed
         (``Gone`` when nothing can be sent any more)."""
+        ...
 
     def listen(self, message: dict[str, Any], on_end: StreamEnd) -> Callable[[], None]:
         """Send a request that stays open (its id from ``Session.open_stream``); returns what
         stops it."""
+        ...
 
     def close(self) -> None: ...
 
