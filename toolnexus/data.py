@@ -254,7 +254,8 @@ class Budget:
     ) -> None:
         if max_wall_ms is not None:
             max_wall = seconds.renamed("Budget", {"max_wall_ms": max_wall_ms}, {"max_wall": max_wall})["max_wall"]
-        self.__attrs_init__(
+        # attrs writes __attrs_init__ (init=False); pyright's dataclass_transform does not know it
+        self.__attrs_init__(  # pyright: ignore[reportAttributeAccessIssue]
             max_turns=max_turns, max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_wall=max_wall,
             max_children=max_children, max_concurrent=max_concurrent, max_depth=max_depth, max_cost=max_cost,
         )

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
@@ -133,7 +134,8 @@ class PostgresState(SqlState):
             if self._closed.is_set():
                 raise StateError("the PostgreSQL state is closed")
             with self._pool.connection(timeout=_CONNECT_TIMEOUT_S) as own:
-                return _rows(own.execute(statement, tuple(params)))
+                # pyright wants a LiteralString: the statement is this package's own SQL, schema-qualified
+                return _rows(own.execute(statement, tuple(params)))  # pyright: ignore[reportArgumentType]
         except (PoolTimeout, psycopg.Error) as exc:
             raise StateError(f"PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
 
@@ -202,8 +204,8 @@ def _rows(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
 def _safe(conninfo: str) -> str:
     """The conninfo without a password."""
     try:
-        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+        params = conninfo_to_dict(conninfo)
     except psycopg.Error:
         return "<conninfo>"
     params.pop("password", None)
-    return psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
+    return make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})

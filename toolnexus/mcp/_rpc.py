@@ -121,9 +121,9 @@ class Pending:
 
 #: Answers a server's ``elicitation/create`` (its params, the call it came during) with the
 #: result to send; may block (a person deciding).
-Asker = Callable[[Any, Optional[Pending]], dict]
+Asker = Callable[[Any, Optional[Pending]], dict[str, Any]]
 #: Told how a stream ended: the server's closing reply, or None when it was cut.
-StreamEnd = Callable[[Optional[dict]], None]
+StreamEnd = Callable[[Optional[dict[str, Any]]], None]
 
 
 class Wire(Protocol):

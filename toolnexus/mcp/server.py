@@ -420,7 +420,7 @@ class MCPServer:
         message = link.session.open_stream("subscriptions/listen", params, on_end)
         ended.append(message["id"])
         try:
-            stop = link.wire.listen(message, on_end)  # type: ignore[attr-defined]
+            stop = link.wire.listen(message, on_end)
         except Failed:
             on_end(None)
             return
