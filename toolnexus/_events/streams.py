@@ -256,9 +256,19 @@ class RunStream:
         self.close()
 
     def next_event(self, timeout: float | None) -> Event | None:
-        """The next event, waiting at most ``timeout`` seconds (``None``: as long as it
-        takes): ``None`` when nothing came in time. Raises ``StopIteration`` at the end
-        (and what a ``Client`` run raised, after its last events)."""
+        """The next event, waiting at most ``timeout`` seconds: iteration with a bound, for a
+        host that must do something else now and then (a heartbeat, a check for a cancel).
+
+        Args:
+            timeout: Seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            The next ``Event``, or ``None`` when nothing came within ``timeout``.
+
+        Raises:
+            StopIteration: the stream ended (or was closed); ``result`` is set.
+            LLMError: a ``Client`` run failed, raised after its last events.
+        """
         watch = self._watch
         until = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -311,7 +321,8 @@ class RunStream:
             self._held.close()
 
     def close(self) -> None:
-        """Stop the stream; one that started its run and has not seen it end interrupts it."""
+        """Stop the stream; one that started its run and has not seen it end interrupts it.
+        Idempotent, from any thread: an iteration waiting on another thread ends."""
         with self._lock:
             if self._closed:
                 return

@@ -149,10 +149,17 @@ class Client:
 
     @property
     def conversation_store(self) -> ConversationStore:
+        """Where ``ask``, ``stream`` and ``resume`` keep conversations by id: the one given as
+        ``store``, else the client's own in-memory store."""
         return self._conversations
 
     def metrics(self) -> str:
-        """Prometheus text for every model call, tool call and run of this client."""
+        """Prometheus text for every model call, tool call and run of this client.
+
+        Returns:
+            The counters and histograms in the Prometheus text exposition format, for a
+            ``/metrics`` endpoint of the host.
+        """
         return self._metrics.render()
 
     def run(
@@ -164,6 +171,18 @@ class Client:
         (an attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict) the run ends
         when the model gives a value of ``T`` through the ``final_result`` tool:
         ``result.output`` is that value and ``result.text`` its JSON.
+
+        Args:
+            prompt: The user message the run starts from.
+            toolkit: The tools the model may call: a ``Toolkit``, a list of tools or plain
+                functions, or ``None`` for none.
+            history: Messages of earlier turns (the wire style's dicts), before ``prompt``.
+            output: The type of a typed result, or ``None`` for text.
+
+        Returns:
+            The ``RunResult``: ``status`` "done", "pending" (a tool asked for an answer:
+            ``result.pending``, continue with ``resume``) or "error"; the transcript, usage
+            and, with ``output``, the typed value.
 
         Raises:
             LLMError: the model endpoint failed past the retries.
@@ -185,6 +204,19 @@ class Client:
 
         Calls on one conversation run one after the other (each sees the last one's
         exchange); calls on different conversations run in parallel.
+
+        Args:
+            prompt: The user message of this turn.
+            toolkit: The tools the model may call, as for ``run``.
+            id: The conversation's id in ``conversation_store``; ``None`` runs without one.
+            output: The type of a typed result, as for ``run``.
+
+        Returns:
+            The ``RunResult``, as ``run`` returns it; its messages are saved under ``id``.
+
+        Raises:
+            LLMError: the model endpoint failed past the retries.
+            ConfigError: ``output`` cannot be given a schema.
         """
         return self._ask(self._typed(output), prompt, toolkit, id)
 
@@ -204,6 +236,15 @@ class Client:
         iterating thread). ``stream.result`` is the ``RunResult`` (with ``output=T``, typed
         as ``run``'s: ``stream.result.output``); closing the stream early interrupts the
         run; an ``LLMError`` is raised by the iteration.
+
+        Args:
+            prompt: The user message of this turn.
+            toolkit: The tools the model may call, as for ``run``.
+            id: The conversation's id, as for ``ask``.
+            output: The type of a typed result, as for ``run``.
+
+        Returns:
+            The ``RunStream`` of the run's events; iterate it, or close it to stop the run.
 
         Raises:
             ConfigError: ``output`` cannot be given a schema.
@@ -231,7 +272,21 @@ class Client:
         answer, one runs and the other raises ``UnknownRequest``, so the approved tool runs
         once.
 
+        Args:
+            pending: The request the run returned (``result.pending``).
+            answer: The answer to it (``make_answer(pending.id, ...)``).
+            toolkit: The tools of the run, as for ``run``: the approved call runs with them.
+            messages: The pending run's transcript (``result.messages``); with ``id`` it is
+                read from the store instead.
+            id: The conversation's id, when the run was an ``ask``.
+            output: The type of a typed run, as it was given to it.
+
+        Returns:
+            The continued run's ``RunResult`` (it may be pending again, on a new request).
+
         Raises:
+            ToolnexusError: neither ``messages`` nor ``id`` was given.
+            LLMError: the model endpoint failed past the retries.
             UnknownRequest: ``answer.id`` is not ``pending.id``, the conversation is not
                 waiting on it (another resume took it), or the transcript has no call
                 waiting on it. Nothing changes.
@@ -265,6 +320,7 @@ class Client:
 
         A client that is dropped without ``close`` releases both when it is freed, with a
         ``ResourceWarning`` (as an unclosed file does).
+
         """
         self._finalizer.detach()
         self._held.close()  # first: a tool thread may be waiting on an MCP server

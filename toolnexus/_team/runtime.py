@@ -209,7 +209,11 @@ class Runtime(TreeViews):
         """Let go of a stored tree: end this runtime's threads and leave the tree as it is in
         the state, for any other runtime (or a later one) to continue; its running turns are
         orphaned for recovery. Without a state it closes the root. Leaving a ``with`` block
-        releases."""
+        releases; releasing twice is harmless.
+
+        Raises:
+            StateError: the state store failed while the tree was handed back.
+        """
         if not self._tree.store.lasting:
             self.close(self.root)
             return
