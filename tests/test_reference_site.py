@@ -1,8 +1,8 @@
 """The documentation site as a reader gets it: built in silence, every public name of the API
 reference documented once, every public method of the classes users drive documented (what
-it takes, returns and raises) and on the reference's pages, and the Runtime page, opened in a real headless Chromium, showing
-signatures laid out on lines of their own that fit the page, with the sections of a
-docstring (Args, Returns, Raises) as tables.
+it takes, returns and raises) and on the reference's pages, and the Runtime page, opened in
+a real headless Chromium, showing signatures laid out on lines of their own that fit the
+page, with the sections of a docstring (Args, Returns, Raises) as tables.
 
 ``.ci/run`` builds the site once and names its folder in ``TOOLNEXUS_TEST_SITE``; elsewhere
 the tests build it (``properdocs``, from the docs extra)."""
