@@ -44,33 +44,54 @@ _POOL_SIZE = 32  # kept-alive connections: one client is often shared by many th
 class Client:
     """A tool-calling loop against one model.
 
-    Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
-    ``generate`` for an in-process model. The API key defaults from the environment and
-    never appears in a log line, an exception, a repr or a trace span. With
-    ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
-    prompt and completion text to the spans.
+    Give ``base_url`` for an HTTP endpoint or ``generate`` for an in-process model. The API
+    key never appears in a log line, an exception, a repr or a trace span. With
+    ``opentelemetry-api`` installed each run is traced. A context manager: leaving it closes.
 
-    ``inline=True`` runs every tool call on the thread that called ``run`` (the calls of
-    one turn one after another), so a tool shares that thread's database connection and
-    transaction. ``around_tool`` is a context-manager factory entered around every tool
-    call, on the thread that runs it.
+    Args:
+        base_url: The endpoint's URL (``https://api.openai.com/v1``, a local server...).
+        model: The model name sent in every request.
+        style: The wire style of the endpoint: ``"openai"`` or ``"anthropic"``.
+        api_key: The key; ``None`` reads it from the environment (``OPENAI_API_KEY``,
+            ``OPENROUTER_API_KEY`` or ``ANTHROPIC_API_KEY``, as the style and URL say).
+        headers: More headers for every request (they are treated as secrets too).
+        session: A ``requests.Session`` of the host, used as it is (proxies, certificates).
+        generate: An in-process model: ``generate(request) -> dict`` instead of HTTP.
+        system_prompt: The system message every run starts with.
+        max_turns: Model calls a run may make (``RunResult.limit`` is ``"maxTurns"`` when
+            it stopped there).
+        retries: More attempts on 429, 5xx and connection failures.
+        retry_base: Seconds before the first retry, doubled each time, plus jitter.
+        timeout: Seconds one whole model exchange may take (connect, send, the entire
+            body); ``None``: no bound but the server's.
+        max_retry_after: A ``Retry-After`` longer than this many seconds fails at once
+            instead of sleeping.
+        hooks: ``before_tool``/``after_tool``/... callables (a ``Hooks`` or a dict).
+        on_metric: Called with one dict per metric event (model call, tool call, run).
+        on_error: ``on_error(info) -> "retry" | "fail"``: overrides the retry decision of a
+            failed exchange, within ``retries``.
+        wait_for: Answers a tool's ``Request`` inside the run (``wait_for(request) ->
+            Answer``) instead of the run ending ``pending``.
+        store: Where ``ask`` keeps conversations by id; an in-memory store by default.
+        request_params: Merged into every request body (``temperature``, ``tool_choice``...).
+        inline: Run every tool call on the thread that called ``run`` (one after another),
+            so a tool shares that thread's database connection and transaction.
+        around_tool: A context-manager factory entered around every tool call, on the
+            thread that runs it.
+        trace_content: Record the prompt and completion text on the trace spans.
+        prices: ``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
+            dollars per million tokens (see ``toolnexus.pricing``): ``RunResult.usage`` gets
+            its ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for
+            ``model`` the cost is ``None``.
+        reset_tool_choice: A ``tool_choice`` in ``request_params`` that forces a call holds
+            only until the run has called a tool; later steps send ``auto``.
+        timeout_ms: Deprecated: ``timeout`` in milliseconds, with a ``DeprecationWarning``.
+        retry_base_ms: Deprecated: ``retry_base`` in milliseconds, likewise.
+        max_retry_after_s: Deprecated: the old name of ``max_retry_after``, likewise.
 
-    ``timeout`` (seconds) bounds one whole model exchange (connect, send, the entire
-    body); a ``Retry-After`` longer than ``max_retry_after`` seconds fails at once instead
-    of sleeping, and ``close()`` cuts any exchange or retry wait in flight short. Failed
-    exchanges are tried ``retries`` times more, after ``retry_base`` seconds doubled each
-    time, plus jitter. (``timeout_ms``, ``retry_base_ms`` and ``max_retry_after_s`` still
-    work for this release, with a ``DeprecationWarning``.)
-
-    ``reset_tool_choice=True``: a ``tool_choice`` in ``request_params`` that forces a call
-    (a named tool, ``"required"``) holds only until the run has called a tool; later steps
-    send ``auto`` so the model can answer. Without it ``request_params`` go into every body
-    as they are.
-
-    ``prices`` (``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
-    dollars per million tokens; see ``toolnexus.pricing``) gives ``RunResult.usage`` its
-    ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for ``model``
-    the cost is ``None``.
+    Raises:
+        ConfigError: neither ``base_url`` nor ``generate`` is given, or an option is not
+            one the client can use (a credential with a line break, a malformed price...).
     """
 
     def __init__(

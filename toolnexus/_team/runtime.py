@@ -123,8 +123,8 @@ class Runtime(TreeViews):
         dispatcher: Dispatcher | None = None,
         pool: WorkerPool | None = None,
         prices: Mapping[str, Any] | None = None,
-        timeout_ms: float | None = None, retry_base_ms: float | None = None, max_retry_after_s: float | None = None,
-        shutdown_ms: float | None = None, lease_ms: float | None = None,
+        timeout_ms: float | None = None, retry_base_ms: float | None = None,
+        max_retry_after_s: float | None = None, shutdown_ms: float | None = None, lease_ms: float | None = None,
     ) -> None:
         times = seconds.durations("Runtime", locals())
         self._registry = normalize_registry(registry)

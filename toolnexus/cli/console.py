@@ -87,8 +87,9 @@ class LiveTree:
     """Shows what a run does and ``rt.handles()`` while it goes on; with ``one_run``, only
     the run ``follow`` names (nothing before it is named).
 
-    The lines of what the team does (``activity``) are printed as they happen. With the tree ``enabled``, on a terminal it is redrawn in place below them
-    with ANSI cursor movement, from a small refresh thread that wakes every ``REFRESH_S``
+    The lines of what the team does (``activity``) are printed as they happen. With the
+    tree ``enabled``, on a terminal it is redrawn in place below them with ANSI cursor
+    movement, from a small refresh thread that wakes every ``REFRESH_S``
     seconds on an ``Event`` and draws only when the tree changed; otherwise it is printed as
     plain lines when the run stops for a question (``pause``). ``stop()`` ends and joins
     the threads.
