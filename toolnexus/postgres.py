@@ -51,7 +51,8 @@ class PostgresState(SqlState):
         listen: bool = True,
         max_size: int = 10,
     ) -> None:
-        self.schema = schema
+        # Always a name here: the base's None is SQLite's "no schema"
+        self.schema = schema  # pyright: ignore[reportIncompatibleVariableOverride]
         self._local = threading.local()  # the connection of this thread's open transaction
         self._closed = threading.Event()
         self._generation = 0
