@@ -28,11 +28,11 @@ fork, on its first request) and lets go of the tree at exit.
 
 Self-check (scripted model, offline):   python examples/flask_approval.py
 Several worker processes, offline (``offline_app`` is open to anyone: ``public=True``):
-    gunicorn -w 2 --chdir examples "flask_approval:offline_app('runs.db')"
+    gunicorn -w 2 --chdir examples "flask_approval:offline_app('/tmp/toolnexus-runs.db')"
 Against a real OpenAI-compatible endpoint, behind the app's login (here a made-up header
 check; use your app's session or token check):
     flask --app "examples/flask_approval:create_app(base_url='http://localhost:11434/v1', model='llama3.1',
-                 state='runs.db', authorize=flask_approval.signed_in)" run
+                 state='/tmp/toolnexus-runs.db', authorize=flask_approval.signed_in)" run
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@ import json
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import toolnexus
+from _console import FakeTTY
 from _teamfiles import APPROVAL_TOOLS
 from toolnexus import AgentDef, Runtime
 from toolnexus.cli.commands import Approver, LiveTree, TeamFileError, load_team, main, tree_lines
@@ -53,9 +53,34 @@ def test_demo_yes_piped_shows_tree_and_final_text() -> None:
     assert "total tokens: 900" in out  # the resume asks the coordinator's model nothing again
     final_tree = out.split("final tree:")[1]
     assert "root/coordinator.1" in final_tree and "closed" in final_tree
-    # the live tree: several different snapshots (a suspended writer among them)
-    assert "suspended" in out.split("Approve?")[0]
-    assert out.count("root/coordinator.1 ") >= 3
+    assert not re.search(r"^root ", out, re.M)  # the tree shows the run, not the idle root above it
+    # the tree as the run stops for the question: the writer waits, and so does its lead
+    assert "suspended" in out.split("Approve?")[0].split("researcher.1 > Found")[-1]
+
+
+def test_demo_shows_each_delegation_tool_call_and_text_as_it_happens() -> None:
+    out = toolnexus_cmd("demo", "--yes", "--delay", "0.02").stdout
+    before, after = out.split("Approve? [y/n] y")
+    delegations = [
+        'coordinator.1: task(agent="researcher", prompt="Find three facts about toolnexus for a launch note.")',
+        "coordinator.1: task(agent=\"writer\", prompt=\"Draft and publish a launch note titled "
+        "'toolnexus 0.1 is out'.\")",
+    ]
+    searched = '  researcher.1: search(query="toolnexus task tool budgets")'
+    for line in [*delegations, searched, "  researcher.1 > Found: "]:
+        assert line in before, (line, out)
+    assert re.search(r"\n  writer\.2: waits for an answer \(approval\): Publish the note", before)
+    assert before.index(delegations[0]) < before.index(searched) < before.index("researcher.1: search ->")
+    assert "  writer.2: publish -> published 'toolnexus 0.1 is out' (9 words)" in after  # after the answer
+    assert "coordinator.1 > Launch note ready." in after
+    assert after.index("writer.2: publish ->") < after.index("coordinator.1: task -> Draft written")
+
+
+def test_demo_without_the_tree_prints_no_tree_but_what_the_team_does() -> None:
+    proc = toolnexus_cmd("demo", "--yes", "--no-tree", "--delay", "0.02")
+    assert proc.returncode == 0, proc.stderr
+    assert "final tree:" not in proc.stdout and "root/coordinator.1   " not in proc.stdout  # no tree line
+    assert 'coordinator.1: task(agent="researcher"' in proc.stdout and "total tokens: 900" in proc.stdout
 
 
 def test_demo_no_declines() -> None:
@@ -166,7 +191,9 @@ def test_run_json_prints_the_agent_result(tmp_path: Path, server: ScriptedLLMSer
     assert result["status"] == "done"
     assert result["text"] == "final: notes on facts | notes on prose"
     assert result["handle_id"] == "root/coordinator.1"
-    assert "root/coordinator.1" in proc.stderr  # the tree goes to stderr with --json
+    # what the team does goes to stderr with --json, the text as the model streams it
+    assert 'coordinator.1: task(agent="researcher", prompt="facts")' in proc.stderr
+    assert "coordinator.1 > final: notes on facts | notes on prose" in proc.stderr
     assert server.last_body is not None and server.last_body["model"] == "flag-model"
 
 
@@ -228,6 +255,15 @@ def test_run_model_failure_exits_1(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["status"] == "error"
     assert "the run failed" in proc.stderr
+
+
+def test_a_refused_connection_hints_at_the_command_s_own_option(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text('[connection]\nmodel = "m"\nretries = 0\n[agents.solo]\ndoes = "Answers"\n')
+    proc = toolnexus_cmd("run", str(team), "hello", "--base-url", "http://127.0.0.1:9/v1", "--no-tree")
+    assert proc.returncode == 1
+    assert "connection refused (is a model server listening there? give --base-url URL" in proc.stderr
+    assert "base_url=" not in proc.stdout + proc.stderr and "generate=" not in proc.stdout + proc.stderr
 
 
 def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
@@ -307,27 +343,6 @@ def test_load_team_builds_agent_defs(tmp_path: Path) -> None:
 # --- the pieces, in process ------------------------------------------------------------------
 
 
-class FakeTTY(io.StringIO):
-    """A terminal that tells a waiting test about every write."""
-
-    def __init__(self, initial: str = "") -> None:
-        super().__init__(initial)
-        self._written = threading.Condition()
-
-    def isatty(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        with self._written:
-            count = super().write(text)
-            self._written.notify_all()
-        return count
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        with self._written:
-            return self._written.wait_for(lambda: text in self.getvalue(), timeout=timeout)
-
-
 def test_tree_lines_indent_by_depth() -> None:
     views = [
         HandleView(id="root", name="root", state="idle", parent=None, children=["root/a.1"], turns=0, tokens=30, tool_calls=0, inbox=0),
@@ -346,9 +361,10 @@ def test_live_tree_draws_changes_and_its_thread_ends(tty: bool) -> None:
     stream: io.StringIO = FakeTTY() if tty else io.StringIO()
     try:
         with LiveTree(rt, stream) as tree:
-            assert tree._thread is not None
+            assert (tree._thread is not None) is tty  # piped, the tree is printed on a pause only
             rt.spawn(rt.root, "a")
-        assert not any(t.name == "toolnexus-tree" for t in threading.enumerate())
+            tree.pause()
+        assert not any(t.name.startswith("toolnexus-tree") for t in threading.enumerate())
     finally:
         rt.close(rt.root)
     text = stream.getvalue()

@@ -62,7 +62,7 @@ def test_toml_block_parses(block: _docs.Block) -> None:
 
 
 def test_every_page_of_the_site_is_in_its_navigation() -> None:
-    site = (_docs.ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    site = (_docs.ROOT / "properdocs.yml").read_text(encoding="utf-8")
     pages = sorted(str(p.relative_to(_docs.ROOT / "docs")) for p in (_docs.ROOT / "docs").rglob("*.md"))
     assert pages, "docs/ has no pages"
     assert [page for page in pages if page not in site] == []

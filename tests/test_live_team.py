@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -17,28 +16,13 @@ from typing import Any, Iterator
 
 import pytest
 
+from _browser import chromium
 from _gunicorn import free_port, serving
-from _services import missing
 
 pytest.importorskip("flask")
 pytest.importorskip("gunicorn")
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "live_team"
-#: The flags Chromium needs here: headless, no sandbox (root), and none of the background
-#: connections a closed network refuses.
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1200,1000",
-)
-
-
 def gunicorn(directory: Path, *flags: str, delay_s: float = 0.0) -> Iterator[tuple[str, str]]:
     port = free_port()
     state = str(directory / "runs.db")
@@ -61,25 +45,8 @@ def sync_workers(tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        missing("headless Chromium is not installed: apt-get install -y chromium chromium-driver")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing("selenium is not installed: pip install -e '.[test]'")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    try:
+    with chromium(tmp_path / "chromium-profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def text_of(driver: Any, handle_suffix: str) -> str:

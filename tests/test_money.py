@@ -484,7 +484,7 @@ def test_the_command_line_shows_the_cost_in_the_tree_and_in_json(tmp_path: Path,
         path.write_text(TEAM.format(base_url=server.base_url))
         assert main(["run", str(path), "hello", "--json", "--no-tree"]) == 0
         result = json.loads(capsys.readouterr().out)
-        assert main(["run", str(path), "hello", "--no-tree"]) == 0
+        assert main(["run", str(path), "hello"]) == 0  # with the final tree
         out = capsys.readouterr().out
     assert result["status"] == "done" and result["cost"] == pytest.approx(3 * FILE_CALL + WRITER_CALL)
     assert "total cost: $0.105000" in out

@@ -79,6 +79,14 @@ def test_a_name_an_owner_never_took_is_a_type_error():
         Runtime(registry(), generate=talker, timeout_typo=1)
 
 
+@pytest.mark.parametrize("callable_", [Client, Runtime, Budget, tn_celery.install])
+def test_each_old_name_is_a_keyword_of_its_own_so_a_type_checker_sees_a_misspelt_one(callable_):
+    parameters = inspect.signature(callable_).parameters
+    assert not [p for p in parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    for old, (new, _) in seconds.RENAMED.items():
+        assert (old in parameters) == (new in parameters), (callable_, old)
+
+
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), "5", True])
 def test_a_duration_that_is_not_a_positive_number_of_seconds_is_a_config_error(bad):
     with pytest.raises(ConfigError, match="timeout must be"):

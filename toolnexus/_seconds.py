@@ -34,6 +34,15 @@ DEFAULTS: dict[str, float | None] = {
 }
 
 
+def durations(owner: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The durations a constructor was given (``arguments``: its ``locals()``) that have an
+    old name among its parameters, each old name given turned into its new one as ``renamed``
+    does. Each old name is a keyword of its own, so a type checker still sees a misspelt one."""
+    given = {new: arguments[new] for old, (new, _) in RENAMED.items() if old in arguments and new in arguments}
+    old = {name: arguments[name] for name in RENAMED if arguments.get(name) is not None}
+    return renamed(owner, old, given, stacklevel=4)
+
+
 def renamed(owner: str, old: Mapping[str, Any], given: dict[str, Any], *, warn: bool = True, stacklevel: int = 3) -> dict[str, Any]:
     """``given`` (the new options as passed) with the old names in ``old`` turned into them.
 

@@ -102,7 +102,7 @@ def install(
     *,
     queue: str = "toolnexus",
     resend_after: float = 30.0,
-    **renamed_options: Any,
+    resend_after_ms: float | None = None,  # deprecated: resend_after in milliseconds, with a warning
 ) -> CeleryDispatcher:
     """Register ``toolnexus.run_turn`` on ``app``; the dispatcher for ``Runtime(dispatcher=...)``.
 
@@ -111,7 +111,7 @@ def install(
     claimed within ``resend_after`` seconds gets its message again (``resend_after_ms``
     still works for this release, with a ``DeprecationWarning``).
     """
-    given = seconds.renamed("install", renamed_options, {"resend_after": resend_after})
+    given = seconds.durations("install", locals())
     dispatcher = CeleryDispatcher(app, runtime_factory, queue, seconds.duration("resend_after", given["resend_after"]))
 
     @app.task(  # type: ignore[untyped-decorator]

@@ -19,7 +19,9 @@ from .errors import ConfigError
 
 @attrs.frozen
 class ToolResult:
-    """What a tool hands back to the model."""
+    """What a tool hands back to the model: ``output``, the text the model reads, and
+    ``metadata``, values for the host that the model never sees (``None`` when there are
+    none: read them as ``(result.metadata or {}).get(key)``)."""
 
     output: str
     is_error: bool = False
@@ -248,11 +250,12 @@ class Budget:
         max_concurrent: int | None = None,
         max_depth: int | None = None,
         max_cost: float | None = None,
-        **renamed_options: Any,
+        max_wall_ms: float | None = None,  # deprecated: max_wall in milliseconds, with a warning
     ) -> None:
-        if renamed_options:
-            max_wall = seconds.renamed("Budget", renamed_options, {"max_wall": max_wall})["max_wall"]
-        self.__attrs_init__(
+        if max_wall_ms is not None:
+            max_wall = seconds.renamed("Budget", {"max_wall_ms": max_wall_ms}, {"max_wall": max_wall})["max_wall"]
+        # attrs writes __attrs_init__ (init=False); pyright's dataclass_transform does not know it
+        self.__attrs_init__(  # pyright: ignore[reportAttributeAccessIssue]
             max_turns=max_turns, max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_wall=max_wall,
             max_children=max_children, max_concurrent=max_concurrent, max_depth=max_depth, max_cost=max_cost,
         )

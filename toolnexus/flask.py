@@ -74,7 +74,7 @@ from ._team.level1 import Agent
 from .data import AgentResult, Answer, HandleView
 from .errors import HandleClosed, SpawnError, StateError, ToolnexusError, UnknownHandle, UnknownRequest, WireError
 from ._team.runtime import Runtime
-from ._events.streams import parse_after
+from ._events.cursor import parse_after
 from .wire import from_wire, to_wire
 
 __all__ = ["Toolnexus", "blueprint"]

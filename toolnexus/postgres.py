@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 
 import psycopg
 from psycopg import sql as pgsql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .errors import StateError
@@ -50,7 +51,8 @@ class PostgresState(SqlState):
         listen: bool = True,
         max_size: int = 10,
     ) -> None:
-        self.schema = schema
+        # Always a name here: the base's None is SQLite's "no schema"
+        self.schema = schema  # pyright: ignore[reportIncompatibleVariableOverride]
         self._local = threading.local()  # the connection of this thread's open transaction
         self._closed = threading.Event()
         self._generation = 0
@@ -133,7 +135,8 @@ class PostgresState(SqlState):
             if self._closed.is_set():
                 raise StateError("the PostgreSQL state is closed")
             with self._pool.connection(timeout=_CONNECT_TIMEOUT_S) as own:
-                return _rows(own.execute(statement, tuple(params)))
+                # pyright wants a LiteralString: the statement is this package's own SQL, schema-qualified
+                return _rows(own.execute(statement, tuple(params)))  # pyright: ignore[reportArgumentType]
         except (PoolTimeout, psycopg.Error) as exc:
             raise StateError(f"PostgreSQL at {_safe(self._conninfo)}: {exc}") from exc
 
@@ -202,8 +205,8 @@ def _rows(cursor: psycopg.Cursor[Any]) -> list[tuple[Any, ...]]:
 def _safe(conninfo: str) -> str:
     """The conninfo without a password."""
     try:
-        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+        params = conninfo_to_dict(conninfo)
     except psycopg.Error:
         return "<conninfo>"
     params.pop("password", None)
-    return psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
+    return make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})

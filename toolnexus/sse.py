@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from .data import Event
-from ._events.streams import RunStream, parse_after
+from ._events.cursor import parse_after
+from ._events.streams import RunStream
 from .wire import to_json
 
 if TYPE_CHECKING:

@@ -127,19 +127,26 @@ class _Handler(BaseHTTPRequestHandler):
     """Answers chat-completion POSTs through the owning server's responder."""
 
     protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+
+    @property
+    def owner(self) -> ScriptedLLMServer:
+        """The server whose responder answers (the handler's ``server`` is only a ``BaseServer``
+        to a type checker)."""
+        server = self.server
+        assert isinstance(server, _HTTPServer)
+        return server.owner
 
     def setup(self) -> None:
         """Disable Nagle and track the connection so ``close()`` can drop it."""
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.owner._track(self.connection, add=True)
+        self.owner._track(self.connection, add=True)
 
     def finish(self) -> None:
         try:
             super().finish()
         finally:
-            self.server.owner._track(self.connection, add=False)
+            self.owner._track(self.connection, add=False)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
         """Stay quiet; benchmarks and tests do not want access logs."""
@@ -156,10 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._send_json(400, _error(f"invalid JSON body: {exc}", "invalid_request_error"))
             return
-        status, reply = self.server.owner._answer(body)
+        status, reply = self.owner._answer(body)
         if status == 200 and body.get("stream") is True:
             anthropic = self.path.split("?", 1)[0].rstrip("/").endswith("/messages")
-            chunks = streamed_form(reply, body, anthropic=anthropic, usage=self.server.owner.stream_usage)
+            chunks = streamed_form(reply, body, anthropic=anthropic, usage=self.owner.stream_usage)
             self._send_stream(chunks, named=anthropic)
             return
         self._send_json(status, reply)
@@ -179,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
         """A reply's streamed form (``stream_chunks``, or ``anthropic_events``, whose frames
         are ``named`` by their type) as a chunked event stream, its text pieces
         ``stream_gap_s`` apart."""
-        owner = self.server.owner
+        owner = self.owner
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")

@@ -12,7 +12,7 @@ import json
 import math
 import types
 import typing
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 import attrs
 
@@ -85,6 +85,10 @@ def _budget_hook(structure: Callable[[Any, Any], Budget]) -> Callable[[Any, Any]
         return structure(body, cls)
 
     return budget
+
+
+if TYPE_CHECKING:
+    converter: cattrs.Converter  # built on first use, by __getattr__
 
 
 def __getattr__(name: str) -> Any:
@@ -357,7 +361,12 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
-def record_codec(cls: type[T], *, omit: tuple[str, ...] = (), hooks: dict[str, tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]] | None = None) -> tuple[Callable[[T], dict[str, Any]], Callable[[dict[str, Any]], T]]:
+def record_codec(
+    cls: type[T],
+    *,
+    omit: tuple[str, ...] = (),
+    hooks: Mapping[str, tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]] | None = None,
+) -> tuple[Callable[[T], dict[str, Any]], Callable[[dict[str, Any]], T]]:
     """``(to_body, from_body)`` for an attrs record kept as a JSON row body: the fields in
     ``omit`` are left out of the body (the caller keeps them elsewhere and puts them back
     before building), ``hooks`` maps a field to its own ``(unstructure, structure)``."""

@@ -23,11 +23,11 @@ last event it saw (``?after=``). At most two streams are open per worker process
 Offline, on a scripted model server that streams its replies word by word::
 
     python examples/live_team/app.py                 # http://127.0.0.1:8000
-    gunicorn -w 2 --threads 4 -b 127.0.0.1:8000 --chdir examples/live_team "app:offline_app('runs.db')"
+    gunicorn -w 2 --threads 4 -b 127.0.0.1:8000 --chdir examples/live_team "app:offline_app('/tmp/toolnexus-runs.db')"
 
 On a real OpenAI-compatible endpoint::
 
-    flask --app "examples/live_team/app:create_app(base_url='http://localhost:11434/v1', model='llama3.1', state='runs.db')" run
+    flask --app "examples/live_team/app:create_app(base_url='http://localhost:11434/v1', model='llama3.1', state='/tmp/toolnexus-runs.db')" run
 
 Text grows live on the page while the worker serving its events runs the turns (turns
 running in another worker process show each reply whole, as it is committed).

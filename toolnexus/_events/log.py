@@ -283,18 +283,22 @@ class TreeEvents(Protocol):
 
     def read(self, after: int, limit: int) -> list[Logged]:
         """Durable events after serial ``after`` that the log may not keep."""
+        ...
 
     def turn_start(self, handle_id: str) -> int | None: ...
 
     def last(self) -> int:
         """The serial of the tree's latest durable event."""
+        ...
 
     def watching(self) -> Any:
         """A context kept while a stream waits: events of other processes reach the log."""
+        ...
 
     def wait(self, version: int, timeout: float | None, *, here: bool = False) -> None:
         """Wait for the log to change after ``version`` (``here``: this thread also waits
         for other processes' commits, as no watching thread does)."""
+        ...
 
 
 class _Nothing:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol
 from .._team import jobs as _jobs
 from ..data import AgentResult, Event
 from ..errors import ToolnexusError
+from .cursor import parse_after
 from .log import LOG, EventLog, Logged, MemoryEvents, Text, TreeEvents
 from .._team.handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, closed_result
 from .._tools.output import typed_result
@@ -36,33 +37,6 @@ LIMIT = 256
 _AFTER_TEXT = 1 << 62
 #: How often a stream that ends at rest (``rests=True``) checks again while nothing comes.
 RECHECK_S = 1.0
-
-
-#: The most digits a part of an event id has: every serial a store holds is below 2**63.
-ID_DIGITS = 18
-
-
-def parse_after(after: str | None) -> tuple[int, int] | None:
-    """An event id as a cursor ``(serial, k)``.
-
-    Raises:
-        ToolnexusError: ``after`` is not an id a store can hold: ``"42"``, or ``"42.3"`` for
-            a text piece, each part at most 18 digits (so below 2**63).
-    """
-    if after is None:
-        return None
-    serial, dot, k = str(after).strip().partition(".")
-    if not _digits(serial) or (dot and not _digits(k)):
-        shown = str(after)[:40]
-        raise ToolnexusError(
-            f"not an event id: {shown!r} (an id is a serial like '42', or '42.3' for a text piece,"
-            f" each part at most {ID_DIGITS} digits)"
-        )
-    return int(serial), int(k) if dot else 0
-
-
-def _digits(text: str) -> bool:
-    return 0 < len(text) <= ID_DIGITS and text.isascii() and text.isdigit()
 
 
 #: ``rests()``: whether the watched handle rests (is not running and will not run unless
@@ -256,9 +230,19 @@ class RunStream:
         self.close()
 
     def next_event(self, timeout: float | None) -> Event | None:
-        """The next event, waiting at most ``timeout`` seconds (``None``: as long as it
-        takes): ``None`` when nothing came in time. Raises ``StopIteration`` at the end
-        (and what a ``Client`` run raised, after its last events)."""
+        """The next event, waiting at most ``timeout`` seconds: iteration with a bound, for a
+        host that must do something else now and then (a heartbeat, a check for a cancel).
+
+        Args:
+            timeout: Seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            The next ``Event``, or ``None`` when nothing came within ``timeout``.
+
+        Raises:
+            StopIteration: the stream ended (or was closed); ``result`` is set.
+            LLMError: a ``Client`` run failed, raised after its last events.
+        """
         watch = self._watch
         until = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -311,7 +295,8 @@ class RunStream:
             self._held.close()
 
     def close(self) -> None:
-        """Stop the stream; one that started its run and has not seen it end interrupts it."""
+        """Stop the stream; one that started its run and has not seen it end interrupts it.
+        Idempotent, from any thread: an iteration waiting on another thread ends."""
         with self._lock:
             if self._closed:
                 return

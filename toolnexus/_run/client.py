@@ -44,33 +44,54 @@ _POOL_SIZE = 32  # kept-alive connections: one client is often shared by many th
 class Client:
     """A tool-calling loop against one model.
 
-    Give ``base_url`` for an HTTP endpoint (``style`` "openai" or "anthropic") or
-    ``generate`` for an in-process model. The API key defaults from the environment and
-    never appears in a log line, an exception, a repr or a trace span. With
-    ``opentelemetry-api`` installed each run is traced; ``trace_content=True`` adds the
-    prompt and completion text to the spans.
+    Give ``base_url`` for an HTTP endpoint or ``generate`` for an in-process model. The API
+    key never appears in a log line, an exception, a repr or a trace span. With
+    ``opentelemetry-api`` installed each run is traced. A context manager: leaving it closes.
 
-    ``inline=True`` runs every tool call on the thread that called ``run`` (the calls of
-    one turn one after another), so a tool shares that thread's database connection and
-    transaction. ``around_tool`` is a context-manager factory entered around every tool
-    call, on the thread that runs it.
+    Args:
+        base_url: The endpoint's URL (``https://api.openai.com/v1``, a local server...).
+        model: The model name sent in every request.
+        style: The wire style of the endpoint: ``"openai"`` or ``"anthropic"``.
+        api_key: The key; ``None`` reads it from the environment (``OPENAI_API_KEY``,
+            ``OPENROUTER_API_KEY`` or ``ANTHROPIC_API_KEY``, as the style and URL say).
+        headers: More headers for every request (they are treated as secrets too).
+        session: A ``requests.Session`` of the host, used as it is (proxies, certificates).
+        generate: An in-process model: ``generate(request) -> dict`` instead of HTTP.
+        system_prompt: The system message every run starts with.
+        max_turns: Model calls a run may make (``RunResult.limit`` is ``"maxTurns"`` when
+            it stopped there).
+        retries: More attempts on 429, 5xx and connection failures.
+        retry_base: Seconds before the first retry, doubled each time, plus jitter.
+        timeout: Seconds one whole model exchange may take (connect, send, the entire
+            body); ``None``: no bound but the server's.
+        max_retry_after: A ``Retry-After`` longer than this many seconds fails at once
+            instead of sleeping.
+        hooks: ``before_tool``/``after_tool``/... callables (a ``Hooks`` or a dict).
+        on_metric: Called with one dict per metric event (model call, tool call, run).
+        on_error: ``on_error(info) -> "retry" | "fail"``: overrides the retry decision of a
+            failed exchange, within ``retries``.
+        wait_for: Answers a tool's ``Request`` inside the run (``wait_for(request) ->
+            Answer``) instead of the run ending ``pending``.
+        store: Where ``ask`` keeps conversations by id; an in-memory store by default.
+        request_params: Merged into every request body (``temperature``, ``tool_choice``...).
+        inline: Run every tool call on the thread that called ``run`` (one after another),
+            so a tool shares that thread's database connection and transaction.
+        around_tool: A context-manager factory entered around every tool call, on the
+            thread that runs it.
+        trace_content: Record the prompt and completion text on the trace spans.
+        prices: ``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
+            dollars per million tokens (see ``toolnexus.pricing``): ``RunResult.usage`` gets
+            its ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for
+            ``model`` the cost is ``None``.
+        reset_tool_choice: A ``tool_choice`` in ``request_params`` that forces a call holds
+            only until the run has called a tool; later steps send ``auto``.
+        timeout_ms: Deprecated: ``timeout`` in milliseconds, with a ``DeprecationWarning``.
+        retry_base_ms: Deprecated: ``retry_base`` in milliseconds, likewise.
+        max_retry_after_s: Deprecated: the old name of ``max_retry_after``, likewise.
 
-    ``timeout`` (seconds) bounds one whole model exchange (connect, send, the entire
-    body); a ``Retry-After`` longer than ``max_retry_after`` seconds fails at once instead
-    of sleeping, and ``close()`` cuts any exchange or retry wait in flight short. Failed
-    exchanges are tried ``retries`` times more, after ``retry_base`` seconds doubled each
-    time, plus jitter. (``timeout_ms``, ``retry_base_ms`` and ``max_retry_after_s`` still
-    work for this release, with a ``DeprecationWarning``.)
-
-    ``reset_tool_choice=True``: a ``tool_choice`` in ``request_params`` that forces a call
-    (a named tool, ``"required"``) holds only until the run has called a tool; later steps
-    send ``auto`` so the model can answer. Without it ``request_params`` go into every body
-    as they are.
-
-    ``prices`` (``{"MODEL": {"input": ..., "output": ..., "cached_input": ...}}``, US
-    dollars per million tokens; see ``toolnexus.pricing``) gives ``RunResult.usage`` its
-    ``cost`` and the metrics ``toolnexus_cost_usd_total``; without a price for ``model``
-    the cost is ``None``.
+    Raises:
+        ConfigError: neither ``base_url`` nor ``generate`` is given, or an option is not
+            one the client can use (a credential with a line break, a malformed price...).
     """
 
     def __init__(
@@ -100,10 +121,11 @@ class Client:
         trace_content: bool = False,
         prices: Mapping[str, Any] | None = None,
         reset_tool_choice: bool = False,
-        **renamed_options: Any,
+        timeout_ms: float | None = None,
+        retry_base_ms: float | None = None,
+        max_retry_after_s: float | None = None,
     ) -> None:
-        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after}
-        times = seconds.renamed("Client", renamed_options, given)
+        times = seconds.durations("Client", locals())
         connection = ConnectionOptions.among({**locals(), **times})
         price = pricing.table(prices).get(model)
         self.model = model
@@ -148,10 +170,17 @@ class Client:
 
     @property
     def conversation_store(self) -> ConversationStore:
+        """Where ``ask``, ``stream`` and ``resume`` keep conversations by id: the one given as
+        ``store``, else the client's own in-memory store."""
         return self._conversations
 
     def metrics(self) -> str:
-        """Prometheus text for every model call, tool call and run of this client."""
+        """Prometheus text for every model call, tool call and run of this client.
+
+        Returns:
+            The counters and histograms in the Prometheus text exposition format, for a
+            ``/metrics`` endpoint of the host.
+        """
         return self._metrics.render()
 
     def run(
@@ -163,6 +192,18 @@ class Client:
         (an attrs class, a dataclass, a ``TypedDict`` or a JSON Schema dict) the run ends
         when the model gives a value of ``T`` through the ``final_result`` tool:
         ``result.output`` is that value and ``result.text`` its JSON.
+
+        Args:
+            prompt: The user message the run starts from.
+            toolkit: The tools the model may call: a ``Toolkit``, a list of tools or plain
+                functions, or ``None`` for none.
+            history: Messages of earlier turns (the wire style's dicts), before ``prompt``.
+            output: The type of a typed result, or ``None`` for text.
+
+        Returns:
+            The ``RunResult``: ``status`` "done", "pending" (a tool asked for an answer:
+            ``result.pending``, continue with ``resume``) or "error"; the transcript, usage
+            and, with ``output``, the typed value.
 
         Raises:
             LLMError: the model endpoint failed past the retries.
@@ -184,6 +225,19 @@ class Client:
 
         Calls on one conversation run one after the other (each sees the last one's
         exchange); calls on different conversations run in parallel.
+
+        Args:
+            prompt: The user message of this turn.
+            toolkit: The tools the model may call, as for ``run``.
+            id: The conversation's id in ``conversation_store``; ``None`` runs without one.
+            output: The type of a typed result, as for ``run``.
+
+        Returns:
+            The ``RunResult``, as ``run`` returns it; its messages are saved under ``id``.
+
+        Raises:
+            LLMError: the model endpoint failed past the retries.
+            ConfigError: ``output`` cannot be given a schema.
         """
         return self._ask(self._typed(output), prompt, toolkit, id)
 
@@ -203,6 +257,15 @@ class Client:
         iterating thread). ``stream.result`` is the ``RunResult`` (with ``output=T``, typed
         as ``run``'s: ``stream.result.output``); closing the stream early interrupts the
         run; an ``LLMError`` is raised by the iteration.
+
+        Args:
+            prompt: The user message of this turn.
+            toolkit: The tools the model may call, as for ``run``.
+            id: The conversation's id, as for ``ask``.
+            output: The type of a typed result, as for ``run``.
+
+        Returns:
+            The ``RunStream`` of the run's events; iterate it, or close it to stop the run.
 
         Raises:
             ConfigError: ``output`` cannot be given a schema.
@@ -230,7 +293,21 @@ class Client:
         answer, one runs and the other raises ``UnknownRequest``, so the approved tool runs
         once.
 
+        Args:
+            pending: The request the run returned (``result.pending``).
+            answer: The answer to it (``make_answer(pending.id, ...)``).
+            toolkit: The tools of the run, as for ``run``: the approved call runs with them.
+            messages: The pending run's transcript (``result.messages``); with ``id`` it is
+                read from the store instead.
+            id: The conversation's id, when the run was an ``ask``.
+            output: The type of a typed run, as it was given to it.
+
+        Returns:
+            The continued run's ``RunResult`` (it may be pending again, on a new request).
+
         Raises:
+            ToolnexusError: neither ``messages`` nor ``id`` was given.
+            LLMError: the model endpoint failed past the retries.
             UnknownRequest: ``answer.id`` is not ``pending.id``, the conversation is not
                 waiting on it (another resume took it), or the transcript has no call
                 waiting on it. Nothing changes.
@@ -264,6 +341,7 @@ class Client:
 
         A client that is dropped without ``close`` releases both when it is freed, with a
         ``ResourceWarning`` (as an unclosed file does).
+
         """
         self._finalizer.detach()
         self._held.close()  # first: a tool thread may be waiting on an MCP server

@@ -33,21 +33,26 @@ class Journal(Protocol):
 
     def model_reply(self, step: int) -> ModelReply | None:
         """The recorded reply of model call ``step`` (1-based), if there is one."""
+        ...
 
     def record_model(self, step: int, reply: ModelReply) -> None:
         """Commit ``reply`` together with its charge to the ledger."""
+        ...
 
     def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | str | None]:
         """Recorded calls among ``call_ids``: the result, ``AGAIN`` when a call ended
         asking (it runs again, and was announced already), or ``None`` when a call started
         and never finished (in doubt)."""
+        ...
 
     def tools_started(self, step: int, call_ids: list[str]) -> None:
         """Commit that these calls are about to run."""
+        ...
 
     def tool_done(self, step: int, call_id: str, result: ToolResult) -> None:
         """Commit one call's result together with its charge to the ledger (a suspension
         is not an effect: it is marked ``AGAIN``, to be asked again)."""
+        ...
 
 
 class JournalRows(Protocol):

@@ -469,7 +469,7 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
             if result.pending is not None:
                 traced.suspended(result.pending)
                 if spec.wait_for is not None:
-                    result = _interpret(spec, toolkit, call, args, result.pending)
+                    result = _interpret(spec, toolkit, call, args, result.pending, spec.wait_for)
         if spec.hooks.after_tool is not None:
             change = spec.hooks.after_tool(name=call.name, args=args, result=result, id=call.id, turn=begun.turn)
             if isinstance(change, dict) and isinstance(change.get("result"), ToolResult):
@@ -485,24 +485,27 @@ def _finish_call(spec: RunSpec, toolkit: Toolkit, begun: _Started) -> _Outcome:
     return _Outcome(call=call, args=args, result=result)
 
 
-def _interpret(spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], request: Request) -> ToolResult:
+def _interpret(
+    spec: RunSpec, toolkit: Toolkit, call: ToolCall, args: dict[str, Any], request: Request,
+    wait_for: Callable[[Request], Answer],
+) -> ToolResult:
     """§10.1: ask ``wait_for``; on ok run the call once more with the answer. A tool that
     hears declines gets every answer, and may ask again (a bounded number of rounds)."""
     for _ in range(MAX_ASKED_AGAIN + 1):
         try:
-            answer = spec.wait_for(request)  # type: ignore[misc]
+            answer = wait_for(request)
         except Exception:
             log.debug("wait_for raised; treating the request as declined", exc_info=True)
             answer = None
         if not isinstance(answer, Answer) or (not answer.ok and not hears_declines(request)):
             return _declined(answer if isinstance(answer, Answer) else None, request)
         retried = _execute(spec, toolkit, call.name, args, _context(spec, call, request, answer))
-        if retried.pending is None or not hears_declines(retried.pending):
-            break
+        if retried.pending is None:
+            return retried
         request = retried.pending
-    if retried.pending is None:
-        return retried
-    return ToolResult(output=f"unresolved: {retried.pending.prompt}", is_error=True)
+        if not hears_declines(request):
+            break
+    return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)
 
 
 def _execute(spec: RunSpec, toolkit: Toolkit, name: str, args: Any, ctx: ToolContext) -> ToolResult:

@@ -14,15 +14,19 @@ class TurnDocuments(Protocol):
 
     def keep_turn(self, handle_id: str, turn: Turn) -> None:
         """Keep the input a replay of ``turn`` starts from (lock held, in its unit)."""
+        ...
 
     def keep_resume(self, handle_id: str, serial: int, resume: Resume) -> None:
         """Keep the answer a resumed turn continues with (lock held, in its unit)."""
+        ...
 
     def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]:
         """The kept input and resume of a turn."""
+        ...
 
     def forget_turn(self, handle_id: str, serial: int) -> None:
         """The turn settled or was dropped: nothing will replay it."""
+        ...
 
 
 class Announces(Protocol):
@@ -31,3 +35,4 @@ class Announces(Protocol):
     def emit(self, handle: str | None, kind: str, data: dict[str, Any], result: Any = None, now: bool = False) -> None:
         """Record a stream event: inside a unit of work it commits with the unit; outside
         one it waits for the next unit that touches ``handle`` (``now``: its own unit)."""
+        ...

@@ -66,9 +66,11 @@ class Records(Protocol):
 
     def load(self, handle_id: str) -> HandleRecord | None:
         """A record this process does not have in memory (made elsewhere, or dropped)."""
+        ...
 
     def children(self, handle: Handle) -> list[str]:
         """Child ids in spawn order (all of them, also those that left memory)."""
+        ...
 
 
 class ParkedRequests(Protocol):
@@ -76,17 +78,21 @@ class ParkedRequests(Protocol):
 
     def park(self, request: Request, handle_id: str) -> None:
         """Park ``request`` on ``handle_id``, unless it is parked already (children settle first)."""
+        ...
 
     def parked(self, request_id: str) -> str | None:
         """The handle ``request_id`` is parked on, while it is open."""
+        ...
 
     def unpark(self, request_id: str, outcome: str, answer: Any = None) -> str | None:
         """Close ``request_id`` at most once (across processes too); the handle that was
         waiting on it, or ``None`` when it was not open."""
+        ...
 
     def suspended_on(self, request_id: str, table: Callable[[], list[Handle]]) -> list[str]:
         """The ids of every handle whose pending request is ``request_id`` (``table``: the
         handles in memory)."""
+        ...
 
     def open_requests(self) -> list[Request]: ...
 
@@ -98,16 +104,19 @@ class Journals(TurnDocuments, Protocol):
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         """The tree store's unit of work, which the journal's writes join."""
+        ...
 
     def get(
         self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
     ) -> tuple[str, Any] | None:
         """A row's ``(status, payload)``."""
+        ...
 
     def put(
         self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any
     ) -> None:
         """Write a row (``payload`` is plain JSON data)."""
+        ...
 
     def open(
         self,
@@ -120,6 +129,7 @@ class Journals(TurnDocuments, Protocol):
         defer_final: bool = False,
     ) -> Any:
         """The journal a running turn records to (``_run.journal.TurnJournal``)."""
+        ...
 
 
 class TreeLog(Announces, Protocol):
@@ -131,9 +141,11 @@ class TreeLog(Announces, Protocol):
 
     def add_log(self, entry: dict[str, Any]) -> None:
         """Append to the runtime's own log (inside a unit, it commits with the unit)."""
+        ...
 
     def runtime_log(self) -> list[dict[str, Any]]:
         """The runtime's own log, oldest first."""
+        ...
 
 
 class Transcripts(Protocol):
@@ -142,12 +154,14 @@ class Transcripts(Protocol):
     @property
     def conversations(self) -> ConversationStore:
         """``rt.conversation_store``."""
+        ...
 
     def saving(self, handle_id: str, messages: list[dict[str, Any]]) -> ContextManager[Callable[[], None]]:
         """Save a settling turn's transcript: around the outcome's commit, the block
         calls what it yields inside that unit (a stored tree commits the transcript with
         the outcome; in memory it is saved before the block, outside every lock, as the
         host's conversation store may be any code)."""
+        ...
 
 
 class Runs(Protocol):
@@ -156,11 +170,13 @@ class Runs(Protocol):
     def listing(self, table: HandleTable, keep_closed: int) -> list[HandleView]:
         """``handles()``: the live handles and at most ``keep_closed`` most recently closed
         ones, root first, then pre-order; the cost follows what it lists, not the history."""
+        ...
 
     def prune(self, table: HandleTable | None, before: float) -> list[str]:
         """Delete the runs whose top handle closed before ``before`` (``time.time()``),
         each whole, with its events, transcripts, journal and requests; nothing of a run
         whose top handle is not closed. The ids of the handles deleted."""
+        ...
 
 
 class Owners(Protocol):
@@ -173,6 +189,7 @@ class Owners(Protocol):
     def dispatching(self, dispatcher: Any, tree: Any, owner: str, clock: Callable[[], float]) -> Any:
         """The runtime's side of a dispatcher (``_team.dispatching.Dispatching``): turns
         that any process of the tree may run."""
+        ...
 
 
 class TreeStore(Protocol):
@@ -201,23 +218,29 @@ class TreeStore(Protocol):
         """One unit of work around a change to ``handles`` (their locks held): nested
         units join the outermost, which commits. ``dirty=False`` only joins (and, in a
         stored tree, re-reads rows another process changed)."""
+        ...
 
     def sync(self, handle: Handle, *, exact: bool = False) -> None:
         """Re-read ``handle``'s record if another process changed it (lock held); ``exact``
         sees every commit made before the call (see ``Handle.sync``)."""
+        ...
 
     def open_root(self, fresh: HandleRecord, agents: set[str], make: Callable[[HandleRecord], Handle]) -> Handle:
         """The root: the kept one when the state holds this tree already, else ``fresh``."""
+        ...
 
     def wait(self, handle: Handle, timeout: float | None, *, here: bool) -> None:
         """Wait for a change to ``handle`` (lock held, released while waiting): ``here``
         when this process runs its turn and will notify."""
+        ...
 
     def forget_handle(self, handle_id: str) -> None:
         """``handle_id`` left the runtime's memory."""
+        ...
 
     def let_go(self, join_timeout: float) -> None:
         """The runtime is done with the tree (closed or released)."""
+        ...
 
 
 def check_age(older_than_s: Any) -> float:

@@ -41,6 +41,7 @@ class Dispatcher(Protocol):
 
     def send(self, runtime_id: str, handle_id: str, serial: int, segment: int) -> None:
         """Send one message naming the turn; raise a ``ToolnexusError`` when it cannot."""
+        ...
 
 
 class QueuedRows(Protocol):

@@ -43,24 +43,30 @@ class Execution(Protocol):
     def begin(self, handle: Handle, turn: Turn, run: RunTurn) -> _jobs.Job:
         """``turn`` becomes ``handle``'s running turn (lock held): the job that runs it, or
         the job that sends its message."""
+        ...
 
     def take_over(self, handle: Handle, run: RunTurn) -> _jobs.Job:
         """The running turn of a dead owner continues (lock held): here from its journal,
         or queued again for any process; the job that runs it, or sends its message."""
+        ...
 
     def submit(self, *jobs: _jobs.Job) -> None:
         """Hand admitted turns over to run (after their unit of work committed)."""
+        ...
 
     def offer(self, job: _jobs.Job) -> None:
         """A ``task`` child's turn, admitted for the call that is about to wait on it."""
+        ...
 
     def claim(self, handle: Handle, run: RunTurn) -> _jobs.Job | None:
         """The handle's turn queued for any process, claimed for this thread (lock held);
         ``None`` when no such turn waits."""
+        ...
 
     def queued_sibling(self, handle: Handle, run: RunTurn) -> _jobs.Job | None:
         """A queued turn of another child of ``handle``'s parent, claimed for this thread
         while it waits on ``handle``; ``None`` when there is none."""
+        ...
 
     def run_sent(self, runtime_id: str, handle_id: str, serial: int, segment: int, run: RunTurn) -> bool:
         """Run here the queued turn a dispatcher's message names; whether it ran.
@@ -68,9 +74,11 @@ class Execution(Protocol):
         Raises:
             ConfigError: this runtime has no dispatcher.
         """
+        ...
 
     def on_beat(self) -> None:
         """What the owner's heartbeat does for the execution, after each beat."""
+        ...
 
 
 class LocalExecution:

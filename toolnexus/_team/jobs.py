@@ -27,7 +27,7 @@ class Job:
     __slots__ = ("_fn", "_lock", "_claimed", "_done", "_value", "_error")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
-        self._fn = fn
+        self._fn: Callable[[], Any] | None = fn  # dropped once run: what it holds goes with it
         self._lock = threading.Lock()  # guards: _claimed
         self._claimed = False
         self._done = threading.Lock()  # held until the job has run: cheaper than an Event
@@ -53,14 +53,15 @@ class Job:
             self.run_claimed()
 
     def run_claimed(self) -> None:
+        fn, self._fn = self._fn, None
+        assert fn is not None, "a job runs once: its claim guards it"
         _local.depth = getattr(_local, "depth", 0) + 1
         try:
-            self._value = self._fn()
+            self._value = fn()
         except BaseException as exc:  # handed to whoever reads the result
             self._error = exc
         finally:
             _local.depth -= 1
-            self._fn = None  # type: ignore[assignment]
             self._done.release()
 
     def result(self) -> Any:

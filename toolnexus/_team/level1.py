@@ -142,7 +142,7 @@ class Agent:
     def close(self) -> None:
         """End the worker threads and close the connections this agent keeps between its
         runs (each ``run`` makes a fresh runtime that borrows them). A later ``run`` starts
-        them again."""
+        them again; closing twice is harmless."""
         self._kept.release_all(wait=True)
 
     def as_tool(self, **runtime_options: Any) -> Tool:

@@ -62,30 +62,39 @@ log = logging.getLogger("toolnexus")
 class Runtime(TreeViews):
     """Agents as handles in a tree, with hierarchical budgets, suspension and resume.
 
-    Connection options are the ``Client``'s; ``registry`` maps agent names to
-    ``AgentDef`` values (or dicts with the same keys). Use it as a context manager, or
-    call ``close(rt.root)``: every thread it started has ended when that returns.
+    A context manager, or call ``close(rt.root)``: every thread it started has ended when
+    that returns. Durations are seconds. The connection options (``base_url``, ``model``,
+    ``style``, ``api_key``, ``headers``, ``session``, ``generate``, ``retries``, ``retry_base``,
+    ``timeout``, ``max_retry_after``, ``request_params``) and ``hooks``, ``on_metric``,
+    ``around_tool`` and ``trace_content`` are the ``Client``'s. (``timeout_ms``,
+    ``retry_base_ms``, ``max_retry_after_s``, ``shutdown_ms`` and ``lease_ms`` still work
+    for this release, with a ``DeprecationWarning``.)
 
-    ``inline=True`` starts no worker threads: every turn and tool call runs on the thread
-    that waits for it (``run_agent``, ``wait``, a parent's ``task`` call), tool calls and
-    ``task`` children one after another. ``around_tool`` is a context-manager factory
-    entered around every tool call, on the thread that runs it.
-    ``trace_content=True`` records prompt and completion text on the trace spans.
-    ``dispatcher`` (with a ``state``; see ``toolnexus.celery``) hands every turn to other
-    processes: ``wake`` and ``resume`` commit it as queued and send one message, and any
-    runtime of the tree that claims it runs it.
-    ``pool`` lends the runtime a ``WorkerPool``'s threads instead of starting its own:
-    closing the root then waits for the work this runtime gave the pool, whose threads
-    stay until the pool is closed.
-    ``prices`` (US dollars per million tokens, by model name; see ``toolnexus.pricing``)
-    gives every handle a cost and lets budgets cap it (``Budget(max_cost=...)``).
+    Args:
+        registry: Agent names to ``AgentDef`` values (or dicts with the same keys).
+        store: Where the handles' transcripts are kept (not with ``state``: it has its own).
+        clock: The monotonic clock turns are timed on (``time.monotonic``).
+        inbox_cap: Items a handle's inbox holds before ``post`` raises ``InboxFull``.
+        max_concurrent_turns: Turns that may wait on the model at once; ``None``: no bound.
+        shutdown_timeout: How long closing lets a running turn finish.
+        max_workers: The runtime's worker threads (not with ``pool``).
+        state: Where the tree lives: ``None`` (memory), a SQLite file's path, a
+            ``postgresql://`` URL or a ``StateStore``.
+        runtime_id: The tree's name in the state (trees may share one).
+        lease: How long a durable tree's owner may go without a heartbeat before another
+            process takes its turns over.
+        recover: What an orphaned turn does: ``"resume"``, ``"interrupt"`` or ``"leave"``.
+        keep_closed: How many closed handles ``handles()`` lists at most.
+        inline: Start no worker threads: every turn and tool call runs on the thread that
+            waits for it, tool calls and ``task`` children one after another.
+        dispatcher: Hands every turn to other processes (with a ``state``; see
+            ``toolnexus.celery``): any runtime of the tree that claims it runs it.
+        pool: A ``WorkerPool`` whose threads the runtime borrows instead of its own.
+        prices: As the ``Client``'s: every handle gets a cost, which budgets can cap.
 
-    Durations are seconds: ``timeout``, ``retry_base`` and ``max_retry_after`` as for the
-    ``Client``; ``shutdown_timeout``, how long closing lets a running turn finish;
-    ``lease``, how long a durable tree's owner may go without a heartbeat before another
-    process takes its turns over. (``timeout_ms``, ``retry_base_ms``,
-    ``max_retry_after_s``, ``shutdown_ms`` and ``lease_ms`` still work for this release,
-    with a ``DeprecationWarning``.)
+    Raises:
+        ConfigError: options that do not go together, or an agent the registry lacks.
+        StateError: the state cannot be opened.
     """
 
     def __init__(
@@ -123,10 +132,10 @@ class Runtime(TreeViews):
         dispatcher: Dispatcher | None = None,
         pool: WorkerPool | None = None,
         prices: Mapping[str, Any] | None = None,
-        **renamed_options: Any,
+        timeout_ms: float | None = None, retry_base_ms: float | None = None,
+        max_retry_after_s: float | None = None, shutdown_ms: float | None = None, lease_ms: float | None = None,
     ) -> None:
-        given = {"retry_base": retry_base, "timeout": timeout, "max_retry_after": max_retry_after, "lease": lease}
-        times = seconds.renamed("Runtime", renamed_options, {**given, "shutdown_timeout": shutdown_timeout})
+        times = seconds.durations("Runtime", locals())
         self._registry = normalize_registry(registry)
         lease_s, self._shutdown_s = check_options(
             state=state, store=store, recover=recover, lease=times["lease"], shutdown_timeout=times["shutdown_timeout"],
@@ -209,7 +218,11 @@ class Runtime(TreeViews):
         """Let go of a stored tree: end this runtime's threads and leave the tree as it is in
         the state, for any other runtime (or a later one) to continue; its running turns are
         orphaned for recovery. Without a state it closes the root. Leaving a ``with`` block
-        releases."""
+        releases; releasing twice is harmless.
+
+        Raises:
+            StateError: the state store failed while the tree was handed back.
+        """
         if not self._tree.store.lasting:
             self.close(self.root)
             return

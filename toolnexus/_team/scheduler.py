@@ -206,14 +206,15 @@ class Scheduler:
         if run is not None and not pending:
             saving = self._tree.store.transcripts.saving(handle.id, run.messages)
         # A final reply still to commit charges the chain: its locks too, root first.
-        chain = turn.journal.deferred_chain() if turn.journal is not None else None
+        journal = turn.journal
+        chain = journal.deferred_chain() if journal is not None else None
         held = list(reversed(chain)) if chain else [handle]
         with saving as save, _locked(held), self._unit(*held):
             if not handle.owned_by(self.owner):  # interrupted or taken over by another process meanwhile
                 handle.lose(turn)
                 return False
-            if chain:
-                turn.journal.write_deferred(chain)
+            if chain and journal is not None:
+                journal.write_deferred(chain)
             save()  # the transcript lands with the outcome (see Transcripts.saving)
             if pending:
                 suspended = handle.suspend(turn, result, self._turns.halted_call(run))

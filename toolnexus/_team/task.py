@@ -39,18 +39,23 @@ class Team(Protocol):
     def spawn_woken(self, parent: Handle, agent: str, prompt: str, serial: int, call_id: str) -> Handle:
         """Spawn ``agent`` under ``parent``, remember it in the index for turn ``serial``
         and wake it on ``prompt``, as one unit of work; its turn waits for the caller."""
+        ...
 
     def settled(self, child: Handle) -> AgentResult:
         """The child's next result, running its turn on this thread if nobody has."""
+        ...
 
     def resume_below(self, answer: Answer, child: Handle) -> None:
         """Resume the handles suspended on ``answer`` from the asking one up to ``child``."""
+        ...
 
     def close_child(self, child: Handle, *, force: bool) -> None:
         """Close a settled task child and its subtree."""
+        ...
 
     def retry(self, h: Handle | str) -> None:
         """Admit a handle's failed last turn again, from its journal."""
+        ...
 
 
 class Verbs(Protocol):

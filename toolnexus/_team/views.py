@@ -87,6 +87,9 @@ class TreeViews:
             The live handles and at most ``keep_closed`` most recently closed ones, root
             first, then pre-order with children in spawn order (an older closed handle stays
             readable by id through ``inspect``, until ``prune`` removes it).
+
+        Raises:
+            StateError: the tree's state store cannot be read.
         """
         return self._tree.listing()
 
@@ -114,6 +117,9 @@ class TreeViews:
             One dict per entry, with ``"event"`` (``spawn``, ``wake_queued``,
             ``wake_dequeued``, ``reattach``, ``post_rejected``, ``close``, ``recovered``...)
             and ``"handle"``, and the entry's own fields.
+
+        Raises:
+            StateError: the tree's state store cannot be read.
         """
         return self._tree.store.events.runtime_log()
 
@@ -122,6 +128,9 @@ class TreeViews:
 
         Returns:
             Every request waiting for a ``resume``, once each (as the asking handle has it).
+
+        Raises:
+            StateError: the tree's state store cannot be read.
         """
         return self._tree.store.requests.open_requests()
 

@@ -187,7 +187,7 @@ def event_pieces(body: bytes) -> list[bytes]:
 
 
 def _event_ends(body: bytes) -> list[int]:
-    ends = []
+    ends: list[int] = []
     index = 0
     while True:
         found = [at for at in (body.find(b"\n\n", index), body.find(b"\r\n\r\n", index)) if at >= 0]

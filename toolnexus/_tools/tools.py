@@ -110,7 +110,8 @@ class Tool:
             raise ConfigError(f"tool {name!r}: retry must be one of {', '.join(RETRY_OPTIONS)}, not {retry!r}")
         if input_schema is not None:
             _schema.check_depth(input_schema, f"tool {name!r}: the input schema")
-        self.__attrs_init__(
+        # attrs writes __attrs_init__ (init=False); pyright's dataclass_transform does not know it
+        self.__attrs_init__(  # pyright: ignore[reportAttributeAccessIssue]
             name=checked_name(name),
             description=description,
             input_schema=input_schema or {"type": "object", "properties": {}},

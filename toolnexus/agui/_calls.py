@@ -84,11 +84,18 @@ def frame(item: dict[str, Any]) -> bytes:
     return b"data: " + text.encode() + b"\n\n"
 
 
-class _Events:
-    """A run's events (its silences left out), closed with the run."""
+class _OfRun:
+    """An iterator over a run, closed with the run."""
 
     def __init__(self, run: Run) -> None:
         self._run = run
+
+    def close(self) -> None:
+        self._run.close()
+
+
+class _Events(_OfRun):
+    """A run's events (its silences left out)."""
 
     def __iter__(self) -> _Events:
         return self
@@ -99,13 +106,13 @@ class _Events:
             if item is not None:
                 return item
 
-    def close(self) -> None:
-        self._run.close()
 
-
-class _Frames(_Events):
+class _Frames(_OfRun):
     """A run's events as SSE frames, with a keep-alive for each silence."""
 
-    def __next__(self) -> bytes:  # type: ignore[override]
+    def __iter__(self) -> _Frames:
+        return self
+
+    def __next__(self) -> bytes:
         item = next(self._run)
         return KEEP_ALIVE if item is None else frame(item)

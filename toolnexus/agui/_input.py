@@ -145,7 +145,7 @@ class _Fields:
         return None if found is None else self._typed(key, found, kind)
 
     def one_of(self, key: str, allowed: tuple[str, ...], *, required: bool = True) -> str | None:
-        found = self.need(key, str) if required else self.may(key, str)
+        found: str | None = self.need(key, str) if required else self.may(key, str)
         if found is not None and found not in allowed:
             raise AGUIInputError(422, f"{self._at(key)}: {found[:40]!r} is not one of {', '.join(allowed)}")
         return found

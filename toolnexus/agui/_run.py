@@ -11,7 +11,7 @@ thread's turn, which can run again after.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator
 
 import attrs
 
@@ -62,7 +62,7 @@ class Run:
             run = self._started.plan.input.run_id
             log.warning("AG-UI run %s: could not interrupt thread %s: %s", run, self._started.handle, exc)
 
-    def _run(self) -> Iterator[dict[str, Any] | None]:
+    def _run(self) -> Generator[dict[str, Any] | None, None, None]:
         started, run_input = self._started, self._started.plan.input
         spans = dict(started.binding.data.get("spans") or {})
         frontend = {tool.name for tool in run_input.tools}
@@ -87,7 +87,7 @@ class Run:
         asked, thread = self._started.plan.request, self._started.handle
         return [each for each in path_to(asked) if each.startswith(thread + "/")] if asked is not None else []
 
-    def _follow(self, translator: Translator) -> Iterator[dict[str, Any] | None]:
+    def _follow(self, translator: Translator) -> Generator[dict[str, Any] | None, None, AgentResult | None]:
         """The run's events until the thread's handle rests; returns its result."""
         after, stashed = self._started.cursor, dict(self._started.plan.stashed)
         watched = self._started.watch
@@ -136,7 +136,7 @@ class Run:
         request = None
         if status == "pending":
             request = translator.pending.get(thread) or self._rt.inspect(thread).pending
-        pending_calls = _calls_pending(translator, request) if _frontend(request, thread) else []
+        pending_calls = _calls_pending(translator, request) if request and _frontend(request, thread) else []
         self._record(translator, pending_calls, request)
         ids = {"threadId": run_input.thread_id, "runId": run_input.run_id}
         return closing + [_end(ids, status, result, request, pending_calls, thread)]

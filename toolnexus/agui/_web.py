@@ -177,7 +177,6 @@ def django_view(
         heartbeat_s=heartbeat_s, what="the AG-UI view",
     )
 
-    @csrf_exempt
     def view(request: Any) -> Any:
         from django.conf import settings
 
@@ -193,4 +192,5 @@ def django_view(
             return for_django.refusal(Refused(exc.status, exc.reason))
         return StreamingHttpResponse(held, headers=HEADERS)
 
-    return view
+    exempt: Callable[[Any], Any] = csrf_exempt(view)
+    return exempt

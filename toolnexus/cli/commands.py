@@ -17,6 +17,8 @@ import sys
 import threading
 from typing import IO, Any, Callable, Iterator, Sequence
 
+import attrs
+
 from .. import __version__
 from . import mcp_serve as climcp
 from . import stored as clistate
@@ -24,6 +26,7 @@ from .console import Approver, LiveTree, dollars, run_views, tree_lines
 from ..data import AgentResult, Answer, Request, make_answer
 from ..errors import ToolnexusError, UnknownRequest
 from ..evals import command as eval_command
+from .._model.transport.failures import REFUSED_HINT
 from .._team.runtime import Runtime
 from .teamfile import STYLES, Team, TeamFileError, load_team
 
@@ -36,6 +39,10 @@ _DATA_HELP = (
 )
 #: Ctrl-C, and a reader that closed the pipe early: as a shell reports SIGINT and SIGPIPE.
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+#: The library's hint after ``connection refused``, as a command's options say it.
+REFUSED_HINT_HERE = (
+    "is a model server listening there? give --base-url URL (or base_url in [connection]) to reach another"
+)
 
 
 def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], Answer] | None, tree: LiveTree, *, keep_failed: bool = False) -> AgentResult:
@@ -47,7 +54,7 @@ def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], An
     rt.wake(handle, prompt)
     result = rt.wait(handle)
     while result.status == "pending" and result.pending is not None and approver is not None:
-        tree.pause()
+        tree.pause(result)
         try:
             answer = approver(result.pending)
         finally:
@@ -67,8 +74,8 @@ def _exit_code(result: AgentResult) -> int:
     return EXIT_ERROR
 
 
-def _summary(rt: Runtime, result: AgentResult, top: str | None, out: IO[str]) -> None:
-    """The result, the run's totals and its final tree (this command's run only)."""
+def _summary(rt: Runtime, result: AgentResult, top: str | None, out: IO[str], *, show_tree: bool = True) -> None:
+    """The result, the run's totals and (with ``show_tree``) its final tree (this command's run only)."""
     views = run_views(rt, top)
     out.write(f"\n{result.text}\n\n")
     if result.status != "done":
@@ -80,8 +87,9 @@ def _summary(rt: Runtime, result: AgentResult, top: str | None, out: IO[str]) ->
             out.write(f"total cost: {dollars(views[0].cost)}\n")
         if views[0].unmeasured_calls:  # the totals above are a lower bound
             out.write(f"model calls without usage (counted 0): {views[0].unmeasured_calls}\n")
-    out.write("\nfinal tree:\n")
-    out.write("\n".join(tree_lines(views)) + "\n")
+    if show_tree:
+        out.write("\nfinal tree:\n")
+        out.write("\n".join(tree_lines(views)) + "\n")
     out.flush()
 
 
@@ -394,13 +402,15 @@ def _execute(
     try:
         with tree:
             result = work(tree)
+            tree.caught_up(result)  # every line of what led to it is out before the summary
         if as_json:
             sys.stdout.write(to_json(result) + "\n")
             sys.stdout.flush()
-        else:
-            _summary(rt, result, tree.following, display)
+        shown = attrs.evolve(result, text=result.text.replace(REFUSED_HINT, REFUSED_HINT_HERE))
+        if not as_json:
+            _summary(rt, shown, tree.following, display, show_tree=show_tree)
         if result.status == "error":
-            sys.stderr.write(f"toolnexus: the run failed: {result.text}\n")
+            sys.stderr.write(f"toolnexus: the run failed: {shown.text}\n")
         if durable and resume_hint is not None:
             _follow_up(result, resume_hint, display)
         return _exit_code(result)

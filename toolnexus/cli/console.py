@@ -1,9 +1,12 @@
-"""What a person sees while a team runs: the live handle tree and approval prompts.
+"""What a person sees while a team runs: what the team does, the live handle tree, and
+approval prompts.
 
-The tree is redrawn in place on a terminal, each running handle with the last line of the
-text its model is writing (a stream of the whole tree feeds it), and printed as plain
-snapshots, one per change, when the output is piped. Approvals are asked at the terminal
-(``Approve? [y/n]``), taken from a fixed decision, or read as one line from piped stdin.
+What the team does (its delegations, tool calls and text, from ``activity``) is printed
+line by line as it happens. On a terminal the tree is redrawn in place below those lines,
+each running handle with the last line of the text its model is writing; when the output is
+piped, the tree is printed once when the run stops for a question. Approvals are asked at
+the terminal (``Approve? [y/n]``), taken from a fixed decision, or read as one line from
+piped stdin.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, Mapping, Sequence
 
-from ..data import Answer, HandleView, Request, make_answer
+from ..data import AgentResult, Answer, HandleView, Request, make_answer
 from ..errors import UnknownHandle
 from .._team.runtime import Runtime
+from .activity import Feed, Narrator
 
 REFRESH_S = 0.1
+#: How long a command waits for the lines of a run's result to be printed before it goes on.
+CATCH_UP_S = 2.0
 
 _CSI = "\x1b["
 
@@ -77,52 +83,16 @@ def dollars(cost: float) -> str:
     return f"${cost:.6f}"
 
 
-class Texts:
-    """The text each handle's model is writing now, from a stream of the whole tree read
-    on a thread of its own (watching the tree makes its model calls stream)."""
-
-    def __init__(self, rt: Runtime) -> None:
-        self._lock = threading.Lock()  # guards: _texts, _fresh
-        self._texts: dict[str, str] = {}
-        self._fresh: set[str] = set()  # handles whose next piece starts a new reply
-        self._stream = rt.stream(rt.root)
-        self._thread = threading.Thread(target=self._read, name="toolnexus-tree-text", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        try:
-            for event in self._stream:
-                if event.handle is not None:
-                    self._take(event.kind, event.handle, event.data)
-        except Exception:  # a display problem must never take the run down
-            return
-
-    def _take(self, kind: str, handle: str, data: dict[str, Any]) -> None:
-        with self._lock:
-            if kind == "text":
-                start = handle in self._fresh
-                self._fresh.discard(handle)
-                self._texts[handle] = ("" if start else self._texts.get(handle, "")) + data["delta"]
-            elif kind in ("message", "retry") or (kind == "state" and data.get("to") == "running"):
-                self._fresh.add(handle)  # the next reply (or the retried one) starts afresh
-
-    def snapshot(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._texts)
-
-    def stop(self) -> None:
-        self._stream.close()
-        self._thread.join(timeout=2.0)
-
-
 class LiveTree:
-    """Shows ``rt.handles()`` while a run goes on, from a small refresh thread; with
-    ``one_run``, only the run ``follow`` names (nothing before it is named).
+    """Shows what a run does and ``rt.handles()`` while it goes on; with ``one_run``, only
+    the run ``follow`` names (nothing before it is named).
 
-    On a terminal the tree is redrawn in place with ANSI cursor movement; otherwise each
-    change is printed once as plain lines (a snapshot followed by an empty line). The
-    thread wakes every ``REFRESH_S`` seconds on an ``Event`` and draws only when the tree
-    changed; ``stop()`` ends and joins it.
+    The lines of what the team does (``activity``) are printed as they happen. With the
+    tree ``enabled``, on a terminal it is redrawn in place below them with ANSI cursor
+    movement, from a small refresh thread that wakes every ``REFRESH_S``
+    seconds on an ``Event`` and draws only when the tree changed; otherwise it is printed as
+    plain lines when the run stops for a question (``pause``). ``stop()`` ends and joins
+    the threads.
     """
 
     def __init__(
@@ -134,13 +104,15 @@ class LiveTree:
         self._out = stream
         self._tty = _is_tty(stream) if tty is None else tty
         self._enabled = enabled
-        self._texts: Texts | None = None  # on a terminal: the running handles' text
-        self._lock = threading.Lock()  # guards: _last, _drawn, _paused, writes to the stream
+        self._feed: Feed | None = None
+        self._lock = threading.Lock()  # guards: _last, _drawn, _paused, _held, writes to the stream
         self._last: list[str] | None = None
         self._drawn = 0
         self._paused = False
+        self._held: list[str] = []  # lines of what the team did while a question was asked
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._started = False
 
     def __enter__(self) -> LiveTree:
         self.start()
@@ -149,44 +121,64 @@ class LiveTree:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def _live(self) -> bool:
+        """Whether the tree is redrawn in place (a terminal)."""
+        return self._enabled and self._tty
+
     def start(self) -> None:
-        if not self._enabled or self._thread is not None:
+        if self._started:
             return
-        if self._tty:
+        self._started = True
+        if self._live:
             self._write(f"{_CSI}?25l")  # hide the cursor while redrawing
-            self._texts = Texts(self._rt)
-        self._thread = threading.Thread(target=self._loop, name="toolnexus-tree", daemon=True)
-        self._thread.start()
+        self._feed = Feed(self._rt, Narrator(lambda: self._top if self._one_run else None), self.log)
+        if self._live:
+            self._thread = threading.Thread(target=self._loop, name="toolnexus-tree", daemon=True)
+            self._thread.start()
 
     def stop(self) -> None:
-        """Draw the last change, end the refresh thread and wait for it."""
-        if self._thread is None:
+        """End the threads and wait for them; on a terminal, draw the tree's last change."""
+        if not self._started:
             return
+        self._started = False
         self._stop.set()
-        self._thread.join()
-        self._thread = None
-        if self._texts is not None:
-            self._texts.stop()
-            self._texts = None
-        self.refresh()
-        if self._tty:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._feed is not None:
+            self._feed.stop()
+        if self._live:
+            self.refresh()
             self._write(f"{_CSI}?25h")
+        self._feed = None
 
-    def pause(self) -> None:
-        """Draw the current tree and stop drawing (so a question can be asked below it)."""
+    def caught_up(self, result: AgentResult) -> None:
+        """Wait (at most ``CATCH_UP_S``) until what led to ``result`` has been printed."""
+        if self._feed is not None and result.handle_id:
+            self._feed.told(result.handle_id, result.status, CATCH_UP_S)
+
+    def pause(self, result: AgentResult | None = None) -> None:
+        """Print what led to ``result`` and the current tree, then stop printing (so a
+        question can be asked below them)."""
+        if result is not None:
+            self.caught_up(result)
         self.refresh()
         with self._lock:
             self._paused = True
             self._drawn = 0  # what comes next is printed below; start a fresh region
-        if self._tty and self._thread is not None:
+        if self._live:
             self._write(f"{_CSI}?25h")  # the person answering needs to see the cursor
 
     def unpause(self) -> None:
         with self._lock:
             self._paused = False
             self._last = None
-        if self._tty and self._thread is not None:
+            held, self._held = self._held, []
+        if self._live:
             self._write(f"{_CSI}?25l")
+        if held:
+            self.log(held)
 
     def follow(self, top: str) -> None:
         """Show the run whose top handle is ``top`` (with ``one_run``)."""
@@ -204,8 +196,8 @@ class LiveTree:
     def refresh(self) -> None:
         if not self._enabled:
             return
-        texts = self._texts
-        lines = tree_lines(self.views(), texts.snapshot() if texts is not None else None)
+        feed = self._feed
+        lines = tree_lines(self.views(), feed.texts() if feed is not None and self._tty else None)
         with self._lock:
             if self._paused or lines == self._last:
                 return
@@ -213,7 +205,26 @@ class LiveTree:
             if self._tty:
                 self._redraw(lines)
             else:
-                self._out.write("\n".join(lines) + "\n\n")
+                self._out.write("\n" + "\n".join(lines) + "\n")
+                self._out.flush()
+
+    def log(self, lines: list[str]) -> None:
+        """Print lines of what the team did: above the tree on a terminal; kept until the
+        question is answered while one is asked."""
+        with self._lock:
+            if self._paused:
+                self._held.extend(lines)
+                return
+            if not self._live:
+                self._out.write("".join(line + "\n" for line in lines))
+                self._out.flush()
+                return
+            clear = f"{_CSI}{self._drawn}F" if self._drawn else "\r"
+            self._out.write(clear + f"{_CSI}J" + "".join(line + "\n" for line in lines))
+            self._drawn = 0
+            if self._last:
+                self._redraw(self._last)
+            else:
                 self._out.flush()
 
     def _redraw(self, lines: list[str]) -> None:

@@ -76,7 +76,8 @@ class PendingRequestAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django shi
         for row in list(queryset):
             answer = make_answer(row.request_id, ok, reason=None if ok else "declined")
             try:
-                with transaction.atomic(using=state_database()):
+                # Django ships no types: pyright's guess at atomic()'s result is no context manager
+                with transaction.atomic(using=state_database()):  # pyright: ignore[reportGeneralTypeIssues]
                     result = approvals.answer(answer)
             except UnknownRequest:
                 gone.append(row.request_id)

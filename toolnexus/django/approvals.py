@@ -30,7 +30,8 @@ _ROOT = "root"
 def pending(rt: Runtime | None = None) -> Any:
     """The open requests of the tree of ``rt`` (this process's runtime by default), oldest
     first, as a ``PendingRequest`` queryset (with ``"state": "django"``)."""
-    return PendingRequest.objects.using(state_database()).filter(runtime_id=tree_of(rt or runtime()), status="open")
+    rows = PendingRequest.objects  # pyright: ignore[reportAttributeAccessIssue]  # the model's metaclass adds it
+    return rows.using(state_database()).filter(runtime_id=tree_of(rt or runtime()), status="open")
 
 
 def answer(given: Answer, *, timeout: float | None = None, rt: Runtime | None = None) -> AgentResult:
@@ -66,7 +67,9 @@ def expire(now: datetime.datetime | None = None, *, timeout: float | None = None
         if not _expired(request, now):
             continue
         try:
-            with transaction.atomic(using=state_database()):  # the run's writes commit with its answer
+            # the run's writes commit with its answer
+            # Django ships no types: pyright's guess at atomic()'s result is no context manager
+            with transaction.atomic(using=state_database()):  # pyright: ignore[reportGeneralTypeIssues]
                 answer(make_answer(request.id, False, reason="expired"), timeout=timeout, rt=rt)
         except UnknownRequest:
             continue

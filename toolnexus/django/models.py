@@ -53,7 +53,8 @@ class PendingRequest(models.Model):  # type: ignore[misc]  # Django ships no typ
 
     @property
     def created(self) -> datetime.datetime:
-        return datetime.datetime.fromtimestamp(self.created_at, tz=datetime.timezone.utc)
+        created_at: float = self.created_at  # pyright: ignore[reportAssignmentType]  # a FloatField to pyright
+        return datetime.datetime.fromtimestamp(created_at, tz=datetime.timezone.utc)
 
     @property
     def expires(self) -> datetime.datetime | None:

@@ -76,7 +76,7 @@ def dialect_of(using: str) -> Dialect:
 
 def _postgres_state(using: str) -> SqlState:
     try:
-        import psycopg
+        from psycopg.conninfo import make_conninfo
 
         from ..postgres import PostgresState
     except ImportError as exc:  # depends on the extra
@@ -109,7 +109,7 @@ def _postgres_state(using: str) -> SqlState:
         def __repr__(self) -> str:
             return f"PostgresState(django database {using!r}, schema={self.schema!r})"
 
-    conninfo = psycopg.conninfo.make_conninfo("", **plain)
+    conninfo = make_conninfo("", **plain)
     return MigratedPostgresState(conninfo, schema=schema, max_size=POSTGRES_POOL_SIZE)
 
 
@@ -157,7 +157,8 @@ class DjangoState(SqlState):
         with self._session(conn, joined):
             self._local.depth = 1
             try:
-                with transaction.atomic(using=self.using, savepoint=joined):
+                # Django ships no types: pyright's guess at atomic()'s result is no context manager
+                with transaction.atomic(using=self.using, savepoint=joined):  # pyright: ignore[reportGeneralTypeIssues]
                     if not joined:
                         self._lock_for_writing()
                     yield

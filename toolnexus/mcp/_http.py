@@ -320,8 +320,9 @@ class HttpWire:
         with severed_at(time.monotonic() + _CLOSE_TIMEOUT_S, scope):
             set_current_scope(scope)
             try:
-                options = {"timeout": _CLOSE_TIMEOUT_S, "stream": True, "allow_redirects": False}
-                self._http.delete(self._url, headers=headers, **options).close()
+                self._http.delete(
+                    self._url, headers=headers, timeout=_CLOSE_TIMEOUT_S, stream=True, allow_redirects=False
+                ).close()
             except Exception as exc:
                 log.debug("mcp server %s: DELETE of the session failed: %s", self._name, describe_failure(exc))
             finally:

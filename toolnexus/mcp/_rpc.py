@@ -121,9 +121,9 @@ class Pending:
 
 #: Answers a server's ``elicitation/create`` (its params, the call it came during) with the
 #: result to send; may block (a person deciding).
-Asker = Callable[[Any, Optional[Pending]], dict]
+Asker = Callable[[Any, Optional[Pending]], dict[str, Any]]
 #: Told how a stream ended: the server's closing reply, or None when it was cut.
-StreamEnd = Callable[[Optional[dict]], None]
+StreamEnd = Callable[[Optional[dict[str, Any]]], None]
 
 
 class Wire(Protocol):
@@ -135,10 +135,12 @@ class Wire(Protocol):
         message to the session, until the reply is in. Returns False when the message was
         given up before any of it went out. Raises ``Failed`` when the exchange failed
         (``Gone`` when nothing can be sent any more)."""
+        ...
 
     def listen(self, message: dict[str, Any], on_end: StreamEnd) -> Callable[[], None]:
         """Send a request that stays open (its id from ``Session.open_stream``); returns what
         stops it."""
+        ...
 
     def close(self) -> None: ...
 

@@ -61,7 +61,9 @@ def opened(secret: bytes, token: Any, *, now: float | None = None) -> dict[str, 
         payload = json.loads(body)
     except ValueError:
         return None
-    expiry = payload.get("exp") if isinstance(payload, dict) else None
+    if not isinstance(payload, dict):
+        return None
+    expiry = payload.get("exp")
     if not isinstance(expiry, (int, float)) or (time.time() if now is None else now) >= expiry:
         return None
     return payload

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO
+from typing import IO, Any
 
 from ..errors import WireError
 from ..wire import parse_json
@@ -32,7 +32,7 @@ def serve(responder: Responder, stdin: IO[bytes], stdout: IO[bytes], *, max_body
     """Answer the messages of ``stdin`` on ``stdout`` until ``stdin`` ends."""
     writing = threading.Lock()  # guards: stdout
 
-    def write(message: dict | None) -> None:
+    def write(message: dict[str, Any] | None) -> None:
         if message is None:
             return
         data = (_ENCODE(message) + "\n").encode("utf-8")

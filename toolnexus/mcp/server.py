@@ -178,6 +178,11 @@ class MCPServer:
     def tools(self) -> list[Tool]:
         """Every tool the server lists, as ``Tool``s.
 
+        Returns:
+            The tools, in the server's order, their names sanitised to what a model accepts
+            (an entry that cannot be a tool is skipped, with a warning in the log); a
+            listing still fresh is served without asking again.
+
         Raises:
             MCPError: the server cannot be reached, fails the handshake or the listing
                 (timed out, a reply over ``max_message_bytes``, a redirect not followed...).
@@ -234,7 +239,19 @@ class MCPServer:
 
         A call answered ``input_required`` is a suspension on a ``Request`` of kind
         ``mcp_input`` (after ``on_input``, when given, had its say); run again with the
-        ``Answer`` (``ctx.answer`` and ``ctx.request``), it sends the retry."""
+        ``Answer`` (``ctx.answer`` and ``ctx.request``), it sends the retry.
+
+        Args:
+            name: The tool's name as the server lists it.
+            arguments: The call's arguments (a JSON object).
+            ctx: The calling tool's context: its cancellation, and the answer of a resumed
+                call; ``None`` outside a run.
+
+        Returns:
+            The ``ToolResult``: the server's text content as ``output``, other content and
+            ``structuredContent`` in ``metadata``, ``is_error`` for a failure, and
+            ``pending`` when the server asked a question.
+        """
         cancelled = ctx.cancelled if ctx is not None else None
         given = _input.continued(ctx, name)
         try:
@@ -420,7 +437,7 @@ class MCPServer:
         message = link.session.open_stream("subscriptions/listen", params, on_end)
         ended.append(message["id"])
         try:
-            stop = link.wire.listen(message, on_end)  # type: ignore[attr-defined]
+            stop = link.wire.listen(message, on_end)
         except Failed:
             on_end(None)
             return

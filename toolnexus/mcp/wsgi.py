@@ -174,7 +174,6 @@ def django_view(app: MCPApp) -> Callable[[Any], Any]:
 
     from .._serve import for_django
 
-    @csrf_exempt
     def view(request: Any) -> Any:
         captured: dict[str, Any] = {}
 
@@ -192,7 +191,8 @@ def django_view(app: MCPApp) -> Callable[[Any], Any]:
                 response[header] = value
         return response
 
-    return view
+    exempt: Callable[[Any], Any] = csrf_exempt(view)
+    return exempt
 
 
 def _environ_of(request: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Settings for the example, driven by a few environment variables:
 
 - ``EXAMPLE_DATABASE_URL``: ``postgresql://user:password@host:port/name``, or the path of a
-  SQLite file (default ``db.sqlite3`` next to this project);
+  SQLite file (default ``toolnexus-django-approval.sqlite3`` in the system's temporary
+  folder, so that trying the example leaves nothing in the checkout);
 - ``EXAMPLE_CONN_MAX_AGE``: Django's ``CONN_MAX_AGE`` (default 0);
 - ``EXAMPLE_INLINE``: ``0`` runs tools on worker threads instead of the request's thread;
 - ``EXAMPLE_STATE``: ``memory`` keeps the runs in each process's memory instead of the
@@ -15,10 +16,10 @@
 """
 
 import os
+import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = "example-only-not-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
@@ -33,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "toolnexus.django",
     "complaints",
 ]
@@ -84,7 +86,12 @@ def _database(url: str, max_age: int) -> dict:
     }
 
 
-DATABASES = {"default": _database(os.environ.get("EXAMPLE_DATABASE_URL", str(BASE_DIR / "db.sqlite3")), int(os.environ.get("EXAMPLE_CONN_MAX_AGE", "0")))}
+SQLITE_FILE = Path(tempfile.gettempdir()) / "toolnexus-django-approval.sqlite3"
+DATABASES = {
+    "default": _database(
+        os.environ.get("EXAMPLE_DATABASE_URL", str(SQLITE_FILE)), int(os.environ.get("EXAMPLE_CONN_MAX_AGE", "0"))
+    )
+}
 
 # Lets go of the runtime (and the state's own PostgreSQL connections) before the test
 # database is dropped.

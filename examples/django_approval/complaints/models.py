@@ -15,7 +15,8 @@ class Complaint(models.Model):
     text = models.TextField()
     status = models.CharField(max_length=20, default="new")  # new | answered | waiting
     reply = models.TextField(blank=True)
-    #: While waiting: the approval request the team asked, and the handle that waits on it.
+    #: The last approval request the team asked (open while ``status`` is waiting), and the
+    #: handle that waits on it.
     request_id = models.CharField(max_length=64, blank=True, db_index=True)
     handle_id = models.CharField(max_length=200, blank=True)
 

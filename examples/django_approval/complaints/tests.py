@@ -51,6 +51,17 @@ class ComplaintTests(TestCase):
         self.assertIn("refunded 80.00 EUR", done.json()["reply"])
         self.assertEqual(Refund.objects.filter(order__number="T-2").count(), 1)
 
+    def test_answering_an_approval_again_is_409_as_in_the_flask_extension(self) -> None:
+        Order.objects.create(number="T-4", amount="80.00")
+        with override_runtime(generate=scripted_model()):
+            asked = self.client.post("/complaints/", {"order": "T-4", "text": "Refund please"}, content_type=JSON)
+            answer = {"id": asked.json()["pending"]["id"], "ok": True}
+            self.assertEqual(self.client.post("/answers/", answer, content_type=JSON).status_code, 200)
+            again = self.client.post("/answers/", answer, content_type=JSON)
+        self.assertEqual(again.status_code, 409, again.content)
+        self.assertIn("answered already", again.json()["error"])
+        self.assertEqual(Refund.objects.filter(order__number="T-4").count(), 1)
+
 
 @FAST_PASSWORDS
 class WhoAsksTests(TestCase):
@@ -119,6 +130,13 @@ class PendingRequestAdminTests(TestCase):
         self.assertEqual(asked.status_code, 202, asked.content)
         return str(asked.json()["pending"]["id"])
 
+    def test_the_admin_pages_are_styled_their_static_files_are_served(self) -> None:
+        page = self.client.get("/admin/toolnexus/pendingrequest/")
+        self.assertContains(page, "/static/admin/css/base.css")
+        stylesheet = self.client.get("/static/admin/css/base.css")
+        self.assertEqual(stylesheet.status_code, 200)
+        self.assertEqual(stylesheet["Content-Type"], "text/css")
+
     def test_approving_in_the_admin_resumes_the_run_and_records_it(self) -> None:
         with override_runtime(generate=scripted_model()):
             request_id = self.ask()
@@ -128,7 +146,7 @@ class PendingRequestAdminTests(TestCase):
             self.client.post("/admin/toolnexus/pendingrequest/", {"action": "approve", "_selected_action": [request_id]})
         self.assertEqual(Refund.objects.filter(order__number="T-3").count(), 1)
         complaint = Complaint.objects.get(order__number="T-3")
-        self.assertEqual((complaint.status, complaint.request_id), ("answered", ""))
+        self.assertEqual((complaint.status, complaint.request_id), ("answered", request_id))
         self.assertIn("refunded 75.00 EUR", complaint.reply)
         self.assertFalse(pending().exists())
 
@@ -147,7 +165,8 @@ class PendingRequestAdminTests(TestCase):
             self.assertContains(listing, request_id)  # named in the message saying it expired
         self.assertEqual(Refund.objects.count(), 0)
         self.assertIn("expired: Refund 75.00 EUR", Complaint.objects.get(order__number="T-3").reply)
-        self.assertEqual(self.client.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json").status_code, 404)
+        again = self.client.post("/answers/", {"id": request_id, "ok": True}, content_type="application/json")
+        self.assertEqual(again.status_code, 409)  # answered already: expired
 
     def test_a_staff_user_who_may_only_view_the_list_answers_nothing_not_even_the_expired(self) -> None:
         viewer = User.objects.create_user("viewer", password="viewer-secret", is_staff=True)

@@ -14,8 +14,9 @@ another site cannot post without a CORS preflight, and the session cookie is
         200 {"complaint": null, "status": ..., "reply"}       dry run, or a run that did not
                                                               finish: everything rolled back
     POST /answers/      {"id": <request id>, "ok": true|false}
-        200 / 202 as above; 404 no complaint waits on that id; 409 the request was answered
-        (or expired) meanwhile. Any worker process answers: the runs live in the database.
+        200 / 202 as above; 404 no complaint of yours asked that; 409 the request was answered
+        already (or expired), as the Flask extension says of a run that waits for no answer.
+        Any worker process answers: the runs live in the database.
     POST /orders/       {"number": "...", "amount": "12.50"}
     GET  /complaints/<id>/, GET /orders/<number>/
 
@@ -122,10 +123,12 @@ def answer(request: HttpRequest) -> JsonResponse:
     except (WireError, UnicodeEncodeError) as exc:
         return _response({"error": str(exc)}, status=400)
     with transaction.atomic():
-        waiting = Complaint.objects.select_for_update().filter(request_id=given.id, status="waiting")
-        complaint = waiting.filter(owner=request.user).first()  # another user's is "no complaint", as a missing one
+        asked = Complaint.objects.select_for_update().filter(request_id=given.id)
+        complaint = asked.filter(owner=request.user).first()  # another user's is "no complaint", as a missing one
         if complaint is None:
-            return _response({"error": f"no complaint waits on request {given.id!r}"}, status=404)
+            return _response({"error": f"no complaint asked request {given.id!r}"}, status=404)
+        if complaint.status != "waiting":
+            return _response({"error": f"request {given.id!r} was answered already"}, status=409)
         try:
             # Resumes the run here, whichever process asked; the resumed turns run inline,
             # in this transaction. record_answer updates the complaint.
@@ -194,8 +197,8 @@ def _record(complaint: Complaint, result: AgentResult) -> bool:
     """Save a pending or finished outcome on the complaint; ``False`` for anything else."""
     if result.status == "pending" and result.pending is not None:
         complaint.status, complaint.request_id, complaint.handle_id = "waiting", result.pending.id, result.handle_id
-    elif result.status == "done":
-        complaint.status, complaint.reply, complaint.request_id = "answered", result.text, ""
+    elif result.status == "done":  # request_id stays: answering it again is a 409
+        complaint.status, complaint.reply = "answered", result.text
     else:
         return False
     complaint.save()

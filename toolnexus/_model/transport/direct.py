@@ -189,6 +189,7 @@ class DirectRoute:
                 if conn.sock is None:
                     conn.connect()
                 sock = conn.sock
+                assert sock is not None  # connect() made it or raised
                 sock.settimeout(remaining(deadline))
                 sock.sendall(b"%sContent-Length: %d\r\n\r\n%s" % (self._head, len(payload), payload))
                 if waiting:

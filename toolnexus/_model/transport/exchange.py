@@ -115,7 +115,8 @@ class Transport:
 
     def _overridden(self, installed: tuple[overrides.RouteOverride, ...], payload: bytes, stream: bool) -> Route:
         """The installed overrides in front of this transport's route, for one exchange."""
-        headers = CaseInsensitiveDict(self._prepared.template.headers)
+        sent = self._prepared.template.headers.items()
+        headers = CaseInsensitiveDict({k: v if isinstance(v, str) else v.decode("latin-1") for k, v in sent})
         headers["Content-Length"] = str(len(payload))
         request = overrides.Outgoing(self.url, self.public_url, headers, payload, stream, self.scrub)
         return overrides.Onward(installed, self._route, request)
@@ -302,7 +303,7 @@ class Transport:
         set_current_scope(scope)
         reply: OpenReply | None = None
         streamed = False
-        consumer_error: Exception | None = None
+        outcome: Outcome | Exception  # a consumer's error, raised as it was raised: never retried
         try:
             try:
                 route = self._route
@@ -326,7 +327,7 @@ class Transport:
         except Cancelled:
             raise
         except PassedThrough as passed:
-            consumer_error = passed.error
+            outcome = passed.error
         except Exception as exc:  # the HTTP stack's failures all become LLMError here
             if scope.cancelled:
                 raise Cancelled("interrupted during the model call") from exc
@@ -334,8 +335,8 @@ class Transport:
         finally:
             set_current_scope(None)
             scope.detach_all()
-        if consumer_error is not None:
-            raise consumer_error  # as it was raised: not an HTTP failure (never retried)
+        if isinstance(outcome, Exception):
+            raise outcome  # as it was raised: not an HTTP failure (never retried)
         if scope.cancelled:
             raise Cancelled("interrupted during the model call")  # the reply came too late
         return outcome

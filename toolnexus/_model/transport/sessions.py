@@ -259,6 +259,7 @@ class SharedSessions:
 
     @contextlib.contextmanager
     def _critical(self) -> Iterator[None]:
+        deferred: list[LeaseKey] = []
         with self._lock:
             outer = not self._inside
             self._inside = True

@@ -105,7 +105,9 @@ class RequestsRoute:
         watch = _Deadline(deadline, scope) if deadline is not None else None
         response: requests.Response | None = None
         try:
-            response = self._target.send(request, timeout=remaining(deadline), **self._prepared.send_kwargs)
+            send_kwargs = self._prepared.send_kwargs
+            sent: requests.Response = self._target.send(request, timeout=remaining(deadline), **send_kwargs)
+            response = sent
             check_framing(response.raw.headers)
             return RequestsReply(response.raw, deadline, watch)
         except BaseException:

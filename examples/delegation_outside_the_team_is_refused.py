@@ -1,4 +1,4 @@
-"""Seed (Clojure) example 2: an out-of-team target is refused, not a silent reach.
+"""A ``task`` call to an agent outside the team is refused, not a silent reach.
 
 The boss's team is ``["writer"]``; ``other`` is registered but not on the team. The boss's
 model calls ``task {"agent": "other", ...}``: the refusal is a plain tool error the model

@@ -1,4 +1,4 @@
-"""Seed (Clojure) example 1: the smallest useful call -- a boss delegating to one teammate.
+"""The smallest useful call: a boss delegates to one teammate with the ``task`` tool.
 
 The boss's model calls ``task {"agent": "writer", "prompt": "the intro"}`` inside its own
 turn; the runtime spawns ``root/boss.1/writer.1``, runs it, closes it, and feeds its final

@@ -1,4 +1,4 @@
-"""Seed (Rust) example: the tool the model sees, and team scoping.
+"""The ``task`` tool the model sees, described by its team, and team scoping.
 
 Level-1 ``agent()`` definitions with an in-process model (``generate=``), no provider.
 ``rogue`` has ``explorer`` on its team and tries to delegate to a stranger: the ``task``

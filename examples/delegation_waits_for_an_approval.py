@@ -1,4 +1,4 @@
-"""Seed (Clojure) example 3: a suspending delegation, and ``agent_tool`` used standalone.
+"""A delegation that waits for an approval, and ``agent_tool`` used standalone.
 
 The boss delegates to ``worker``, whose own ``approve`` tool suspends on an approval
 request. The child presents to the boss as an ordinary pending tool result: ``wait``

@@ -1,4 +1,4 @@
-"""Seed (C#) example 2: two parallel calls to the same agent+prompt reattach, not duplicate.
+"""Two parallel ``task`` calls with the same agent and prompt share one child.
 
 One coordinator turn issues TWO ``task`` calls with the same ``(agent, prompt)`` key. The
 calls of one turn run concurrently, and the identical key reattaches the second call to
@@ -12,7 +12,7 @@ from toolnexus import AgentDef, Runtime
 from toolnexus.testing import ScriptedLLMServer, responder_by_model
 
 ASK = {"agent": "researcher", "prompt": "what is the answer?"}
-# The seed's final-text replies report 8 tokens; tool-call replies keep the default 15.
+# Final-text replies report 8 tokens; tool-call replies keep the default 15.
 TEXT_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
 SCRIPT = {

@@ -1,4 +1,4 @@
-"""Seed (C#) example 1: the smallest useful call -- the model delegates, once.
+"""Only an agent with a team gets the ``task`` tool: the model delegates, once.
 
 ``coordinator`` has a non-empty team, so the runtime gives it a ``task`` tool. Its model
 delegates "find the treasure" to ``explorer`` and, once a tool result is in the
@@ -11,12 +11,12 @@ from __future__ import annotations
 from toolnexus import AgentDef, Runtime
 from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 
-# The seed's final-text replies report 8 tokens; tool-call replies keep the default 15.
+# Final-text replies report 8 tokens; tool-call replies keep the default 15.
 TEXT_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
 
 def respond(body):
-    # One mock for every agent, as in the seed: the explorer gets it too, so its own stray
+    # One responder for every agent: the explorer gets it too, so its own stray
     # `task` call (it has no team, hence no such tool) comes back as a tool error it reports.
     results = tool_messages(body)
     if results:

@@ -1,4 +1,4 @@
-"""Seed (C#) example 3: a target outside the team is a loud, named error.
+"""A ``task`` target outside the team is a loud error that names the real team.
 
 ``rogue``'s team is ``["ally"]``; its model targets ``stranger``, which is in the registry
 but not on the team. The ``task`` tool answers with an error that says "not in this
@@ -11,7 +11,7 @@ from __future__ import annotations
 from toolnexus import AgentDef, Runtime
 from toolnexus.testing import ScriptedLLMServer, text_completion, tool_call_completion, tool_messages
 
-# The seed's final-text replies report 8 tokens; tool-call replies keep the default 15.
+# Final-text replies report 8 tokens; tool-call replies keep the default 15.
 TEXT_USAGE = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
 
 
