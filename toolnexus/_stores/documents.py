@@ -21,8 +21,9 @@ class TurnDocuments(Protocol):
     def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]:
         """The kept input and resume of a turn."""
 
-    def forget_turn(self, handle_id: str, serial: int) -> None:
-        """The turn settled or was dropped: nothing will replay it."""
+    def keep_outcome(self, handle_id: str, serial: int, result: Any) -> None:
+        """Keep how a turn settled beside its journal, which stays until its run is pruned
+        (a replay reads it; lock held, in its unit)."""
 
 
 class Announces(Protocol):

@@ -139,7 +139,8 @@ class Runtime(TreeViews):
         self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
         executor = self._executor
         # The engine first: bad connection options fail before the state is touched.
-        model_engine = build_engine(ConnectionOptions.among({**locals(), **times}), pool_size=workers)
+        options = ConnectionOptions.among({**locals(), **times})
+        model_engine = build_engine(options, pool_size=workers, required=False)  # none: it can replay
         load = weakly(self._load_handle)
         self._tree = open_tree(state, runtime_id, store, set(self._registry), model_engine, load, keep_closed)
         self.root = self._tree.root
