@@ -23,7 +23,7 @@ from .._team.record import Resume
 from .._tools.toolkit import Toolkit
 from .._tools.tools import failure, hears_declines, suspend
 from ..wire import from_wire, to_wire
-from .recorded import pack_request, reply_of, unpack_request
+from .recorded import declined, pack_request, reply_of, unpack_request
 
 
 class Journal(Protocol):
@@ -364,6 +364,3 @@ def served(
     return asked, announced
 
 
-def declined(answer: Answer | None, request: Request) -> ToolResult:
-    reason = (answer.reason if answer is not None else None) or "declined"
-    return ToolResult(output=f"{reason}: {request.prompt}", is_error=True)

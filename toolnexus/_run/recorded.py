@@ -63,6 +63,12 @@ def reply_of(data: dict[str, Any]) -> ModelReply:
     )
 
 
+def declined(answer: Answer | None, request: Request) -> ToolResult:
+    """What a call gets when a person declines what it asked (it is not run again)."""
+    reason = (answer.reason if answer is not None else None) or "declined"
+    return ToolResult(output=f"{reason}: {request.prompt}", is_error=True)
+
+
 @attrs.frozen
 class Step:
     """One recorded model step: the request it sent (``None`` when recorded by a version
@@ -96,7 +102,13 @@ class RecordedTurn:
         return self.status in CUT_SHORT
 
     def result(self, step: int, call_id: str) -> ToolResult | None:
-        return self.results.get((step, call_id))
+        """The call's recorded result; a call whose last Answer declined it without running
+        it again has none kept, and gets what the decline gave it."""
+        found = self.results.get((step, call_id))
+        given = self.answers.get((step, call_id))
+        if found is None and given and not given[-1][1].ok:
+            return declined(given[-1][1], given[-1][0])
+        return found
 
 
 #: One journal row: ``(serial, segment, kind, step, call id, status, payload)``.

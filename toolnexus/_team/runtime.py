@@ -47,6 +47,7 @@ from .._stores.conversations import ConversationStore
 from .._events.streams import RunStream, Streams
 from .task import Delegation, agent_tool
 from .views import TreeViews
+from .reruns import Reruns
 from .._tools.tools import Tool
 from .turns import TurnRunner, check_priced
 from .waiting import Waiter
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 
-class Runtime(TreeViews):
+class Runtime(TreeViews, Reruns):
     """Agents as handles in a tree, with hierarchical budgets, suspension and resume.
 
     Connection options are the ``Client``'s; ``registry`` maps agent names to
@@ -140,7 +141,7 @@ class Runtime(TreeViews):
         executor = self._executor
         # The engine first: bad connection options fail before the state is touched.
         options = ConnectionOptions.among({**locals(), **times})
-        model_engine = build_engine(options, pool_size=workers, required=False)  # none: it can replay
+        model_engine = build_engine(options, pool_size=workers, required=state is None)  # a state may be replayed
         load = weakly(self._load_handle)
         self._tree = open_tree(state, runtime_id, store, set(self._registry), model_engine, load, keep_closed)
         self.root = self._tree.root
