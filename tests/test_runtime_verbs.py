@@ -665,7 +665,7 @@ def test_a_tool_raising_system_exit_still_settles_the_turn_for_its_waiters():
 DOCUMENTED = {
     "root", "spawn", "post", "wake", "wait", "interrupt", "close", "resume", "retry", "run_agent", "agent_tool",
     "stream", "stream_agent", "inspect", "handles", "transitions", "events", "open_requests", "budget", "definition",
-    "metrics", "conversation_store", "inline", "prune", "recover", "release",
+    "metrics", "conversation_store", "inline", "prune", "recover", "release", "replay", "fork",
 }
 
 

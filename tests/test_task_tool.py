@@ -293,7 +293,7 @@ def test_task_result_metadata_names_agent_turns_and_tokens(closing):
     [output] = log.of("task")
     assert output.output == "found:data(x)"
     assert not output.is_error
-    assert output.metadata == {"agent": "worker", "turns": 2, "total_tokens": 80}
+    assert output.metadata == {"agent": "worker", "turns": 2, "total_tokens": 80, "handle": "root/boss.1/worker.1"}
 
 
 def test_child_usage_rolls_up_into_parent_and_root(closing):

@@ -290,6 +290,56 @@ class HandleView:
 
 
 @attrs.frozen(kw_only=True)
+class Divergence:
+    """Where a replayed run first did something other than its record (``ReplayReport``).
+
+    ``handle`` is the recorded handle's id and ``step`` that handle's model step (numbered
+    from 1 across its turns). ``kind`` says what differed: ``"request"`` (the request sent
+    to the model), ``"tool_result"`` (a tool's ``{"output", "is_error"}``, or a suspension
+    the record does not have), ``"delegation"`` (a ``task`` call's ``{"agent", "prompt"}``
+    with no recorded child to replay, or a target no longer in the team) or ``"end"`` (a
+    step the record does not have, or a record that goes on after the replay ended).
+    ``field`` is the first differing field as a path (``messages[0].content``); ``recorded``
+    and ``actual`` are plain JSON data; ``call_id`` names the call of a ``tool_result`` or
+    a ``delegation``."""
+
+    handle: str
+    step: int
+    kind: str
+    field: str | None = None
+    recorded: Any = None
+    actual: Any = None
+    call_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f" at {self.field}" if self.field else ""
+        call = f" (call {self.call_id})" if self.call_id else ""
+        return f"{self.handle} step {self.step}: {self.kind} differs{where}{call}"
+
+
+@attrs.frozen(kw_only=True)
+class ReplayReport:
+    """What ``Runtime.replay`` found: whether the run, replayed with today's code and its
+    journal answering every model step, did what it did (``same``), or where it first did
+    not (``divergence``). ``result`` is the run's last result as recorded; ``tokens`` and
+    ``cost`` its recorded totals, descendants' included; ``steps`` the model steps served,
+    at every depth."""
+
+    run: str
+    same: bool
+    divergence: Divergence | None
+    result: AgentResult | None
+    tokens: int
+    cost: float | None
+    steps: int
+
+    def __str__(self) -> str:
+        if self.divergence is None:
+            return f"{self.run}: same ({self.steps} steps replayed)"
+        return f"{self.run}: diverged at {self.divergence}"
+
+
+@attrs.frozen(kw_only=True)
 class Event:
     """One thing that happened in a run, as a stream yields it (``Runtime.stream``).
 

@@ -47,6 +47,12 @@ class CassetteMismatch(LLMError):
     ``status`` is None; never retried."""
 
 
+class ReplayError(ToolnexusError):
+    """A run cannot be replayed or forked: it is still running or suspended, or has no
+    journal (pruned, or recorded by a version that kept no requests), or a fork point is
+    outside its record. The message names the handle."""
+
+
 class Cancelled(ToolnexusError):
     """The run was interrupted while a model call was in flight; never retried."""
 

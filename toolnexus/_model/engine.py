@@ -37,6 +37,7 @@ from .cancel import CancelScope, TurnGate
 from ..data import ModelReply
 from ..errors import Cancelled, ConfigError, LLMError, WireError
 from .styles import StreamAccumulator, get_style
+from .styles import TranscriptStyle
 from .styles import WireStyle as WireStyle  # also importable from here, as before
 from ..wire import check_json
 
@@ -302,6 +303,39 @@ class InProcessEngine:
         return None
 
 
+class NoModel:
+    """The engine of a runtime given neither ``base_url`` nor ``generate``: it can open a
+    state, inspect and replay what is recorded there, and asks no model (a turn that would
+    ends ``error`` saying so)."""
+
+    def __repr__(self) -> str:
+        return "NoModel()"
+
+    @property
+    def style(self) -> WireStyle:
+        return get_style("openai")
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        cause = "this runtime was built without base_url or generate: it reaches no model"
+        raise LLMError(cause, status=None, body_excerpt="", url="", cause=cause)
+
+    def close(self) -> None:
+        pass
+
+    def keep_connections(self) -> tuple[Any, Callable[[], None]] | None:
+        return None
+
+
+def request_of(style: TranscriptStyle, call: ModelCall) -> dict[str, Any]:
+    """The request a model step sends, as plain data in the shape ``generate`` receives
+    (``model``, ``messages``, ``tools``; a style that carries the system prompt beside the
+    messages adds ``system``): what a journal records and a replay compares."""
+    request: dict[str, Any] = {"model": call.model, "messages": list(call.messages), "tools": call.tools}
+    if call.system and not style.system_messages(call.system):
+        request["system"] = call.system
+    return request
+
+
 def unmeasurable(url: str, excerpt: str, status: int | None = None) -> LLMError:
     """The refusal of a reply without usage to a call a cap depends on: final, never retried."""
     message = f"model call to {url} failed: {_UNMEASURABLE}"
@@ -346,14 +380,17 @@ def _check_headers(headers: dict[str, str]) -> None:
             )
 
 
-def build_engine(options: ConnectionOptions, *, pool_size: int = 10) -> ModelEngine:
-    """Check the connection options once and build what reaches the model.
+def build_engine(options: ConnectionOptions, *, pool_size: int = 10, required: bool = True) -> ModelEngine:
+    """Check the connection options once and build what reaches the model (``NoModel``
+    when neither ``base_url`` nor ``generate`` is given and a model is not ``required``).
 
     Raises:
-        ConfigError: neither ``base_url`` nor ``generate``, reserved ``request_params``, an
-            unknown style, or a key or header that could not be sent as it is.
+        ConfigError: neither ``base_url`` nor ``generate`` (when ``required``), reserved
+            ``request_params``, an unknown style, or a key or header that could not be sent.
     """
     if options.generate is None and not options.base_url:
+        if not required:
+            return NoModel()
         raise ConfigError("give either base_url (an HTTP endpoint) or generate (an in-process model)")
     params = dict(options.request_params or {})
     refused = [key for key in REFUSED_PARAMS if key in params]

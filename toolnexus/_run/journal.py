@@ -16,13 +16,14 @@ from typing import Any, Callable, ContextManager, Iterator, Protocol
 
 import attrs
 
-from ..data import Answer, ModelReply, Request, ToolCall, ToolResult, Usage, make_request
+from ..data import AgentResult, Answer, ModelReply, Request, ToolCall, ToolResult, Usage, make_request
 from ..errors import Cancelled
 from .._team.handle import Handle, Turn
 from .._team.record import Resume
 from .._tools.toolkit import Toolkit
 from .._tools.tools import failure, hears_declines, suspend
 from ..wire import from_wire, to_wire
+from .recorded import declined, pack_request, reply_of, unpack_request
 
 
 class Journal(Protocol):
@@ -35,8 +36,9 @@ class Journal(Protocol):
         """The recorded reply of model call ``step`` (1-based), if there is one."""
         ...
 
-    def record_model(self, step: int, reply: ModelReply) -> None:
-        """Commit ``reply`` together with its charge to the ledger."""
+    def record_model(self, step: int, reply: ModelReply, request: dict[str, Any] | None = None) -> None:
+        """Commit ``reply`` together with its charge to the ledger, and the ``request``
+        that asked for it (``engine.request_of``)."""
         ...
 
     def tool_outcomes(self, step: int, call_ids: list[str]) -> dict[str, ToolResult | str | None]:
@@ -83,11 +85,20 @@ def keep_turn(rows: JournalRows, handle_id: str, turn: Turn) -> None:
 
 
 def keep_resume(rows: JournalRows, handle_id: str, serial: int, resume: Resume) -> None:
-    """Write the answer a resumed turn continues with (the latest one stands)."""
-    payload = {
-        "call": resume.call, "step": resume.step, "request": to_wire(resume.request), "answer": to_wire(resume.answer)
-    }
-    rows.put(handle_id, serial, 0, "resume", 0, "", "done", payload)
+    """Write the answer a resumed turn continues with (the latest one stands), and add it
+    to the answers its call was given (a replay gives them again)."""
+    given = {"request": to_wire(resume.request), "answer": to_wire(resume.answer)}
+    rows.put(handle_id, serial, 0, "resume", 0, "", "done", {"call": resume.call, "step": resume.step, **given})
+    found = rows.get(handle_id, serial, 0, "answers", resume.step, resume.call)
+    answers = [*(found[1] if found is not None else []), given]
+    rows.put(handle_id, serial, 0, "answers", resume.step, resume.call, "done", answers)
+
+
+def keep_outcome(rows: JournalRows, handle_id: str, serial: int, result: AgentResult) -> None:
+    """Write how a turn settled: its journal is kept, with it, until its run is pruned
+    (a retried turn's next outcome replaces it)."""
+    outcome = {"status": result.status, "text": result.text, "limit": result.limit}
+    rows.put(handle_id, serial, 0, "outcome", 0, "", "done", outcome)
 
 
 def turn_documents(rows: JournalRows, handle_id: str, serial: int) -> tuple[str, Resume | None]:
@@ -133,6 +144,8 @@ class TurnJournal:
         self._owner = owner
         # A turn started here (not read back from the store) has recorded nothing yet.
         self._fresh = not turn.kept
+        #: The request of the step recorded last, as kept (the next one is kept as what differs).
+        self._sent: dict[str, Any] | None = None
 
     # Every row of the turn has segment 0: a resumed turn replays the same journal.
 
@@ -147,19 +160,10 @@ class TurnJournal:
         if found is None or found[0] != "done":
             return None
         self._counted()
-        data = found[1]
-        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"]) for c in data["tool_calls"]]
-        return ModelReply(
-            message=data["message"],
-            text=data["text"],
-            tool_calls=calls,
-            usage=Usage(**data["usage"]),
-            finish_reason=data.get("finish_reason"),
-            truncated=data.get("truncated", False),
-        )
+        return reply_of(found[1])
 
-    def record_model(self, step: int, reply: ModelReply) -> None:
-        payload = {
+    def record_model(self, step: int, reply: ModelReply, request: dict[str, Any] | None = None) -> None:
+        payload: dict[str, Any] = {
             "message": reply.message,
             "text": reply.text,
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
@@ -167,6 +171,10 @@ class TurnJournal:
             "finish_reason": reply.finish_reason,
             "truncated": reply.truncated,
         }
+        if request is not None:
+            packed = pack_request(self._sent, request)
+            self._sent = unpack_request(self._sent, packed)
+            payload["request"] = packed
         self._counted()
         if self._defer_final and not reply.tool_calls:
             self._deferred = (step, payload, reply.usage)  # committed with the outcome (or before the next call)
@@ -361,6 +369,3 @@ def served(
     return asked, announced
 
 
-def declined(answer: Answer | None, request: Request) -> ToolResult:
-    reason = (answer.reason if answer is not None else None) or "declined"
-    return ToolResult(output=f"{reason}: {request.prompt}", is_error=True)

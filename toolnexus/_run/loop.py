@@ -21,7 +21,7 @@ from .._team import budget
 from . import journal
 from .._model import pricing
 from ..data import UNMEASURED, Answer, ModelReply, Request, RunResult, ToolCall, ToolCallRecord, ToolResult, Usage
-from .._model.engine import ModelCall
+from .._model.engine import ModelCall, request_of
 from .._model.styles import TranscriptStyle
 from ..errors import Cancelled, LLMError, UnknownRequest
 from .journal import declined as _declined
@@ -257,24 +257,23 @@ def _call_model(
                 state.messages = list(change["messages"])
             tools = change.get("tools", tools)
     started = time.perf_counter()
+    call = ModelCall(
+        model=spec.model,
+        system=spec.system,
+        messages=state.messages,
+        tools=tools,
+        scope=spec.scope,
+        gate=spec.gate,
+        while_waiting=while_waiting,
+        request_params=spec.request_params,
+        needs_usage=spec.needs_usage,
+        after_tool=spec.reset_tool_choice and state.called_tool,  # forced until a tool was called
+        ends_run=FINAL_RESULT if spec.output is not None else None,
+        **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
+    )
     try:
         with spec.trace.chat(spec.model, state.messages, spec.system) as traced:
-            reply = engine.model.complete(
-                ModelCall(
-                    model=spec.model,
-                    system=spec.system,
-                    messages=state.messages,
-                    tools=tools,
-                    scope=spec.scope,
-                    gate=spec.gate,
-                    while_waiting=while_waiting,
-                    request_params=spec.request_params,
-                    needs_usage=spec.needs_usage,
-                    after_tool=spec.reset_tool_choice and state.called_tool,  # forced until a tool was called
-                    ends_run=FINAL_RESULT if spec.output is not None else None,
-                    **(spec.events.live_call() if spec.events is not None else {}),  # streaming mode while watched
-                )
-            )
+            reply = engine.model.complete(call)
             traced.reply(reply)
     except (LLMError, Cancelled):
         spec.metric(_llm_metric(spec, "error", started, Usage()))
@@ -287,7 +286,7 @@ def _call_model(
         reply = attrs.evolve(reply, usage=pricing.priced(reply.usage, spec.price))
     spec.metric(_llm_metric(spec, "ok", started, reply.usage))
     if spec.journal is not None:
-        spec.journal.record_model(turn, reply)  # with its charge; may raise Cancelled likewise
+        spec.journal.record_model(turn, reply, request_of(engine.style, call))  # with its charge; may raise Cancelled
     elif spec.on_usage is not None:
         spec.on_usage(reply.usage)  # may raise Cancelled: the turn is no longer the handle's
     if spec.events is not None:

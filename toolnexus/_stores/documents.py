@@ -24,8 +24,9 @@ class TurnDocuments(Protocol):
         """The kept input and resume of a turn."""
         ...
 
-    def forget_turn(self, handle_id: str, serial: int) -> None:
-        """The turn settled or was dropped: nothing will replay it."""
+    def keep_outcome(self, handle_id: str, serial: int, result: Any) -> None:
+        """Keep how a turn settled beside its journal, which stays until its run is pruned
+        (a replay reads it; lock held, in its unit)."""
         ...
 
 

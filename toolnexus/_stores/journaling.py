@@ -12,7 +12,7 @@ from .._team.record import Resume
 
 class JournalRows:
     """The half of a journal part (``parts.Journals``) that does not depend on where the
-    rows are: subclasses keep the rows (``get``, ``put``, ``forget_turn``) and join the
+    rows are: subclasses keep the rows (``get``, ``put``, ``rows``) and join the
     tree store's unit of work (``change``)."""
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
@@ -28,6 +28,9 @@ class JournalRows:
     ) -> None:
         raise NotImplementedError
 
+    def rows(self, handle_id: str) -> list[tuple[int, int, str, int, str, str, Any]]:
+        raise NotImplementedError
+
     def keep_turn(self, handle_id: str, turn: Turn) -> None:
         journal.keep_turn(self, handle_id, turn)
 
@@ -36,6 +39,9 @@ class JournalRows:
 
     def turn_documents(self, handle_id: str, serial: int) -> tuple[str, Resume | None]:
         return journal.turn_documents(self, handle_id, serial)
+
+    def keep_outcome(self, handle_id: str, serial: int, result: Any) -> None:
+        journal.keep_outcome(self, handle_id, serial, result)
 
     def open(
         self,

@@ -98,9 +98,16 @@ class MemoryJournal(JournalRows):
         with self._lock:
             self._rows.setdefault((handle_id, serial), {})[(segment, kind, step, call_id)] = (status, payload)
 
-    def forget_turn(self, handle_id: str, serial: int) -> None:
+    def rows(self, handle_id: str) -> list[tuple[int, int, str, int, str, str, Any]]:
         with self._lock:
-            self._rows.pop((handle_id, serial), None)
+            kept = [(serial, rows) for (owner, serial), rows in self._rows.items() if owner == handle_id]
+            return [(serial, *key, *value) for serial, rows in kept for key, value in rows.items()]
+
+    def forget_handle(self, handle_id: str) -> None:
+        """``handle_id`` left memory: its journal goes with it."""
+        with self._lock:
+            for key in [key for key in self._rows if key[0] == handle_id]:
+                del self._rows[key]
 
 
 class MemoryLog:
@@ -200,7 +207,8 @@ class MemoryTree:
     def __init__(self, conversations: ConversationStore | None = None) -> None:
         self.records: Records = MemoryRecords()
         self.requests: ParkedRequests = MemoryRequests()
-        self.journal: Journals = MemoryJournal()
+        self._journal = MemoryJournal()
+        self.journal: Journals = self._journal
         self.events: TreeLog = MemoryLog()
         self._transcripts = MemoryTranscripts(conversations)
         self.transcripts: Transcripts = self._transcripts
@@ -221,6 +229,7 @@ class MemoryTree:
 
     def forget_handle(self, handle_id: str) -> None:
         self._transcripts.forget(handle_id)
+        self._journal.forget_handle(handle_id)  # kept while the handle is (CONTRACT §23)
 
     def let_go(self, join_timeout: float) -> None:
         pass

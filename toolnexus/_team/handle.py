@@ -338,8 +338,7 @@ class Handle(Parenting):
             self.record.taken = []
             if retryable:
                 self.record.failed = FailedTurn(serial=turn.serial, segment=turn.segment, before=turn.before)
-            else:
-                self.store.journal.forget_turn(self.record.id, turn.serial)
+            self.store.journal.keep_outcome(self.record.id, turn.serial, result)  # kept until the run is pruned
             self._move(IDLE)
             self._publish(result)
 
@@ -366,11 +365,15 @@ class Handle(Parenting):
             serial, segment, before = failed.serial, failed.segment + 1, failed.before
             return Turn(serial=serial, input=input, resume=resume, segment=segment, before=before, kept=True)
 
+    def seed_turn(self, serial: int) -> None:
+        """A fork's turn ``serial``, its journal seeded: continued as a failed turn is
+        (``retry_turn``), from what the journal serves."""
+        with self.store.change(self):
+            self.record.turn_serial = serial
+            self.record.failed = FailedTurn(serial=serial, segment=0, before=self.record.spent)
+
     def _forget_failed(self) -> None:
-        failed = self.record.failed
-        if failed is not None:
-            self.record.failed = None
-            self.store.journal.forget_turn(self.record.id, failed.serial)
+        self.record.failed = None  # its journal stays, with its outcome, for a replay
 
     def abort(self, turns: int = 0, *, retryable: bool = False) -> Turn | None:
         """Interrupt the running turn (which made ``turns`` model calls): ``running→idle``,
@@ -380,12 +383,12 @@ class Handle(Parenting):
             record = self.record
             if retryable and (running := record.running) is not None:
                 record.failed = FailedTurn(record.turn_serial, running.segment, running.before, len(record.taken))
-            else:
-                self.store.journal.forget_turn(record.id, record.turn_serial)
             self._disown()
             record.inbox, record.taken = record.taken + record.inbox, []
             self._move(IDLE)
-            self._publish(interrupted(record, turns))
+            result = interrupted(record, turns)
+            self.store.journal.keep_outcome(record.id, record.turn_serial, result)
+            self._publish(result)
             return turn
 
     def interrupt(
@@ -423,9 +426,10 @@ class Handle(Parenting):
             turns = record.suspension.turns if record.suspension is not None else 0
             record.suspension = None
             record.inbox, record.taken = record.taken + record.inbox, []
-            self.store.journal.forget_turn(record.id, record.turn_serial)
             self._move(IDLE)
-            self._publish(interrupted(record, turns))
+            result = interrupted(record, turns)
+            self.store.journal.keep_outcome(record.id, record.turn_serial, result)
+            self._publish(result)
             return True
 
     def suspended_on(self, request_id: str) -> bool:

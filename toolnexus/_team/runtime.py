@@ -47,6 +47,7 @@ from .._stores.conversations import ConversationStore
 from .._events.streams import RunStream, Streams
 from .task import Delegation, agent_tool
 from .views import TreeViews
+from .reruns import Reruns
 from .._tools.tools import Tool
 from .turns import TurnRunner, check_priced
 from .waiting import Waiter
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 
-class Runtime(TreeViews):
+class Runtime(TreeViews, Reruns):
     """Agents as handles in a tree, with hierarchical budgets, suspension and resume.
 
     A context manager, or call ``close(rt.root)``: every thread it started has ended when
@@ -148,7 +149,8 @@ class Runtime(TreeViews):
         self._executor, workers = make_executor(inline=inline, pool=pool, max_workers=max_workers)
         executor = self._executor
         # The engine first: bad connection options fail before the state is touched.
-        model_engine = build_engine(ConnectionOptions.among({**locals(), **times}), pool_size=workers)
+        options = ConnectionOptions.among({**locals(), **times})
+        model_engine = build_engine(options, pool_size=workers, required=state is None)  # a state may be replayed
         load = weakly(self._load_handle)
         self._tree = open_tree(state, runtime_id, store, set(self._registry), model_engine, load, keep_closed)
         self.root = self._tree.root

@@ -147,15 +147,16 @@ class Delegation:
         if isinstance(child, ToolResult):
             return child
         result = self._child_result(child, ctx)
+        output = result_as_tool_output(agent, result)
+        named = {**(output.metadata or {}), "handle": child.id}  # which child answered: a replay replays it
         if result.status in ("error", "interrupted") and _retryable(child):
             # Kept open (it failed, or was interrupted to be continued): when the parent's
             # turn is tried again, this call reattaches and tries the child's turn again,
             # so the call's result is not journaled.
-            output = result_as_tool_output(agent, result)
-            return attrs.evolve(output, metadata={**(output.metadata or {}), RETRY_LATER: True})
+            return attrs.evolve(output, metadata={**named, RETRY_LATER: True})
         if result.status != "pending":
             self.team.close_child(child, force=False)
-        return result_as_tool_output(agent, result)
+        return attrs.evolve(output, metadata=named)
 
     def _child_result(self, child: Handle, ctx: ToolContext) -> AgentResult:
         with child.lock:
@@ -204,9 +205,9 @@ class Delegation:
         return task_tool(self, self.team, parent, serial)
 
 
-def _does(team: Team, name: str) -> str | None:
+def _does(definition: Callable[[str], AgentDef], name: str) -> str | None:
     try:
-        return team.definition(name).does
+        return definition(name).does
     except SpawnError:
         return None
 
@@ -214,34 +215,44 @@ def _does(team: Team, name: str) -> str | None:
 def task_tool(delegation: Delegation, team: Team, parent: Handle, serial: int) -> Tool:
     """The ``task`` tool for one turn (``serial``) of ``parent``."""
     members = parent.definition.team_names
-    # A team name missing from the registry is still a member: calling it gives an
-    # ``unknown agent`` error result (from spawn), not a failed turn.
-    known = {name: _does(team, name) for name in members}
-    known_team = {name: does for name, does in known.items() if does is not None}
-
-    def refusal(args: dict[str, Any]) -> ToolResult | None:
-        agent, prompt = args.get("agent"), args.get("prompt")
-        if not isinstance(agent, str) or not agent or not isinstance(prompt, str):
-            return failure("invalid arguments: task needs a string 'agent' and a string 'prompt'")
-        if agent not in members:
-            return failure(f"{agent!r} is not in this agent's team; the team is: {', '.join(sorted(members))}")
-        return None
 
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Any:
         # In call order: spawn and wake (or find) the child, so ids follow call order.
-        if refusal(args) is None:
+        if refusal(members, args) is None:
             return delegation.task_child(parent, serial, args["agent"], args["prompt"], ctx.call_id or "")
         return None
 
     def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        refused = refusal(args)
+        refused = refusal(members, args)
         if refused is not None:
             return refused
         return delegation.delegate(parent, serial, args["agent"], args["prompt"], ctx)
 
     # A task call in doubt after a crash is safe to issue again: it reattaches to its child.
+    return delegating_tool(team.definition, members, execute, prepare=prepare, retry="safe")
+
+
+def delegating_tool(
+    definition: Callable[[str], AgentDef], members: Any, execute: Callable[..., ToolResult], **options: Any
+) -> Tool:
+    """The ``task`` tool a caller with the team ``members`` sees (a replay's too, whose
+    requests must be the recorded ones), running ``execute``. A team name missing from the
+    registry is still a member: calling it gives an ``unknown agent`` error result (from
+    spawn), not a failed turn."""
+    known = {name: _does(definition, name) for name in members}
+    known_team = {name: does for name, does in known.items() if does is not None}
     description, schema = task_description(known_team), task_schema(list(members))
-    return Tool("task", description, schema, execute, source="agent", prepare=prepare, retry="safe")
+    return Tool("task", description, schema, execute, source="agent", **options)
+
+
+def refusal(members: Any, args: dict[str, Any]) -> ToolResult | None:
+    """Why a ``task`` call with ``args`` is refused before any child is made, or ``None``."""
+    agent, prompt = args.get("agent"), args.get("prompt")
+    if not isinstance(agent, str) or not agent or not isinstance(prompt, str):
+        return failure("invalid arguments: task needs a string 'agent' and a string 'prompt'")
+    if agent not in members:
+        return failure(f"{agent!r} is not in this agent's team; the team is: {', '.join(sorted(members))}")
+    return None
 
 
 def result_as_tool_output(name: str, result: AgentResult) -> ToolResult:

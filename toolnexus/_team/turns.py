@@ -180,6 +180,10 @@ class TurnRunner:
     def model_of(self, definition: AgentDef) -> str:
         return model_of(definition, self.model)
 
+    def hooks_of(self, definition: AgentDef) -> Hooks:
+        """The agent's own hooks, else the runtime's."""
+        return Hooks.of(definition.hooks if definition.hooks is not None else self._hooks)
+
     def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
         definition: AgentDef = handle.definition
         budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
@@ -192,7 +196,7 @@ class TurnRunner:
             model=self.model_of(definition),
             system=definition.soul or None,
             max_turns=budgets.max_turns(budget),
-            hooks=Hooks.of(definition.hooks if definition.hooks is not None else self._hooks),
+            hooks=self.hooks_of(definition),
             wait_for=definition.wait_for,
             metric=self._sink(definition),
             guard=lambda _turns: self._own_limit(handle, turn),

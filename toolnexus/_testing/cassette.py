@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import attrs
 
+from .._diff import ABSENT, canonical, first_difference
 from ..errors import CassetteMismatch, ConfigError
 from .._model.cancel import CancelScope
 from .._model.transport import overrides
@@ -107,7 +108,7 @@ class Cassette:
             reply = onward.open(request.payload, deadline, scope, waiting, request.stream)
             return _Taped(reply, self, request)
         body = _body(request)
-        key = _canonical(_without(body, self._ignore))
+        key = canonical(_without(body, self._ignore))
         with self._lock:
             found = self._take(request, key)
             if found is not None:
@@ -144,7 +145,7 @@ class Cassette:
             with self._lock:
                 ranked = sorted(same, key=lambda pair: (_distance(pair[1].matched, now), self._taken[pair[0]], pair[0]))
             index, nearest = ranked[0]
-            difference = _first_difference(nearest.matched, now, "")
+            difference = first_difference(nearest.matched, now, "")
             if difference is None:
                 detail = f"every recording of {where} that matches was already used (a recording serves one request)"
             else:
@@ -194,7 +195,7 @@ class Cassette:
                 content_type=str(entry["content_type"]),
                 response=str(entry["response"]),
                 matched=matched,
-                key=_canonical(matched),
+                key=canonical(matched),
             )
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"cassette {self.path} line {number} is not a recorded exchange: {exc}") from None
@@ -273,35 +274,6 @@ def _without(value: Any, patterns: tuple[tuple[str, ...], ...]) -> Any:
     return dict(kept) if isinstance(value, dict) else [item for _, item in kept]
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _first_difference(recorded: Any, sent: Any, where: str) -> tuple[str, Any, Any] | None:
-    """The first field (keys in sorted order, items in order) where the two differ."""
-    if isinstance(recorded, dict) and isinstance(sent, dict):
-        for key in sorted(set(recorded) | set(sent)):
-            field = f"{where}.{key}" if where else str(key)
-            if key not in recorded or key not in sent:
-                return field, recorded.get(key, _ABSENT), sent.get(key, _ABSENT)
-            found = _first_difference(recorded[key], sent[key], field)
-            if found is not None:
-                return found
-        return None
-    if isinstance(recorded, list) and isinstance(sent, list):
-        for index in range(max(len(recorded), len(sent))):
-            field = f"{where}[{index}]"
-            if index >= len(recorded) or index >= len(sent):
-                return field, _item(recorded, index), _item(sent, index)
-            found = _first_difference(recorded[index], sent[index], field)
-            if found is not None:
-                return found
-        return None
-    if _canonical(recorded) != _canonical(sent):
-        return where, recorded, sent
-    return None
-
-
 def _distance(recorded: Any, sent: Any) -> int:
     """How many fields differ: the nearest recording differs in the fewest."""
     if isinstance(recorded, dict) and isinstance(sent, dict):
@@ -310,23 +282,11 @@ def _distance(recorded: Any, sent: Any) -> int:
     if isinstance(recorded, list) and isinstance(sent, list):
         shared = min(len(recorded), len(sent))
         return sum(_distance(recorded[i], sent[i]) for i in range(shared)) + abs(len(recorded) - len(sent))
-    return 0 if _canonical(recorded) == _canonical(sent) else 1
-
-
-def _item(items: list[Any], index: int) -> Any:
-    return items[index] if index < len(items) else _ABSENT
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "nothing"
-
-
-_ABSENT = _Absent()
+    return 0 if canonical(recorded) == canonical(sent) else 1
 
 
 def _shown(value: Any) -> str:
-    if value is _ABSENT:
+    if value is ABSENT:
         return "nothing"
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."

@@ -1,6 +1,7 @@
 """The ``toolnexus`` command: ``demo``, ``run TEAM.toml "prompt"``, ``answer``, ``retry``,
-``show``, ``prune``, ``backup``, ``mcp serve`` and ``--version`` (the stored-tree commands live
-in ``stored``, the MCP server in ``mcp_serve``).
+``show``, ``prune``, ``backup``, ``replay``, ``eval``, ``mcp serve`` and ``--version`` (the
+stored-tree commands live in ``stored``, ``replay`` in ``replaying``, the MCP server in
+``mcp_serve``).
 
 Standard library only (``argparse``, ``tomllib``). The live tree and the approval prompts
 live in ``console``; team files are read and checked by ``teamfile``.
@@ -21,6 +22,7 @@ import attrs
 
 from .. import __version__
 from . import mcp_serve as climcp
+from . import replaying as clireplay
 from . import stored as clistate
 from .console import Approver, LiveTree, dollars, run_views, tree_lines
 from ..data import AgentResult, Answer, Request, make_answer
@@ -170,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     retry.add_argument("handle", metavar="HANDLE")
     continuing(retry)
     clistate.add_commands(commands)
+    clireplay.add_command(commands)
     eval_command.add_command(commands, _connection_flags)
     climcp.add_commands(commands, _connection_flags)
     return parser
@@ -208,6 +211,8 @@ def _command(argv: Sequence[str] | None) -> int:
             return _answer(args)
         if args.command == "retry":
             return _retry(args)
+        if args.command == "replay":
+            return clireplay.run(args)
         if args.command == "eval":
             return eval_command.run(args, _connection_options)
         if args.command == "mcp":

@@ -47,8 +47,10 @@ class SqlJournal(JournalRows):
             self._put, (self._runtime_id, handle_id, serial, segment, kind, step, call_id, status, body, time.time())
         )
 
-    def forget_turn(self, handle_id: str, serial: int) -> None:
-        self._state.execute(
-            "DELETE FROM tn_journal WHERE runtime_id = ? AND handle_id = ? AND serial = ?",
-            (self._runtime_id, handle_id, serial),
+    def rows(self, handle_id: str) -> list[tuple[int, int, str, int, str, str, Any]]:
+        rows = self._state.execute(
+            "SELECT serial, segment, kind, step, call_id, status, payload FROM tn_journal"
+            " WHERE runtime_id = ? AND handle_id = ?",
+            (self._runtime_id, handle_id),
         )
+        return [(*row[:6], json_value(row[6]) if row[6] is not None else None) for row in rows]
