@@ -24,7 +24,7 @@ from ..data import UNMEASURED, Answer, ModelReply, Request, RunResult, ToolCall,
 from .._model.engine import ModelCall, request_of
 from .._model.styles import TranscriptStyle
 from ..errors import Cancelled, LLMError, UnknownRequest
-from .journal import declined as _declined
+from .recorded import declined as _declined
 from .._tools.output import FINAL_RESULT, Accepted, check_toolkit
 from .runspec import Engine, RunSpec
 from .._tools.toolkit import Toolkit

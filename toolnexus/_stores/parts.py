@@ -121,6 +121,7 @@ class Journals(TurnDocuments, Protocol):
     def rows(self, handle_id: str) -> list[tuple[int, int, str, int, str, str, Any]]:
         """Every row of ``handle_id``, each ``(serial, segment, kind, step, call id, status,
         payload)``: what ``_run.recorded.recorded_turns`` reads."""
+        ...
 
     def open(
         self,

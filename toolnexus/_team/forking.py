@@ -140,7 +140,7 @@ def _kept(kind: str, step: int, call: str, status: str, point: ForkPoint) -> boo
 def seed(fork: Handle, rows: list[Row], point: ForkPoint) -> None:
     """Write the fork's transcript and journal, and make its turn the one a retry
     continues (the journal and the record in one unit)."""
-    store: TreeStore = fork.store  # type: ignore[assignment]
+    store: TreeStore = fork.store
     if point.history:
         store.transcripts.conversations.save(fork.id, point.history)
     with fork.lock, store.change(fork):
