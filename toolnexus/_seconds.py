@@ -43,7 +43,9 @@ def durations(owner: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return renamed(owner, old, given, stacklevel=4)
 
 
-def renamed(owner: str, old: Mapping[str, Any], given: dict[str, Any], *, warn: bool = True, stacklevel: int = 3) -> dict[str, Any]:
+def renamed(
+    owner: str, old: Mapping[str, Any], given: dict[str, Any], *, warn: bool = True, stacklevel: int = 3
+) -> dict[str, Any]:
     """``given`` (the new options as passed) with the old names in ``old`` turned into them.
 
     An old name that ``owner`` never took is the ``TypeError`` Python would raise for it;
@@ -59,7 +61,8 @@ def renamed(owner: str, old: Mapping[str, Any], given: dict[str, Any], *, warn: 
         converted = None if value is None else _number(name, value) / per_second
         if warn:
             warnings.warn(
-                f"{owner}({name}=...) is deprecated and goes in the next release: use {target}= in seconds ({target}={converted!r})",
+                f"{owner}({name}=...) is deprecated and goes in the next "
+                f"release: use {target}= in seconds ({target}={converted!r})",
                 DeprecationWarning,
                 stacklevel=stacklevel,
             )

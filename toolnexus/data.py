@@ -86,7 +86,6 @@ class Usage:
             unmeasured_calls=self.unmeasured_calls + other.unmeasured_calls,
         )
 
-
     def since(self, before: Usage) -> Usage:
         """What a ledger that read ``before`` spent since (``cost`` ``None`` when nothing
         priced was ever charged)."""
@@ -213,7 +212,9 @@ def _wall(instance: Budget, field: attrs.Attribute[float | None], value: float |
 def _concurrency(instance: Budget, field: attrs.Attribute[int | None], value: int | None) -> None:
     _cap(instance, field, value)
     if value == 0:
-        raise ConfigError("Budget.max_concurrent must be >= 1: 0 could never admit a child (leave it unset for the default)")
+        raise ConfigError(
+            "Budget.max_concurrent must be >= 1: 0 could never admit a child (leave it unset for the default)"
+        )
 
 
 @attrs.frozen(kw_only=True, init=False)
@@ -256,14 +257,24 @@ class Budget:
             max_wall = seconds.renamed("Budget", {"max_wall_ms": max_wall_ms}, {"max_wall": max_wall})["max_wall"]
         # attrs writes __attrs_init__ (init=False); pyright's dataclass_transform does not know it
         self.__attrs_init__(  # pyright: ignore[reportAttributeAccessIssue]
-            max_turns=max_turns, max_tokens=max_tokens, max_tool_calls=max_tool_calls, max_wall=max_wall,
-            max_children=max_children, max_concurrent=max_concurrent, max_depth=max_depth, max_cost=max_cost,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            max_tool_calls=max_tool_calls,
+            max_wall=max_wall,
+            max_children=max_children,
+            max_concurrent=max_concurrent,
+            max_depth=max_depth,
+            max_cost=max_cost,
         )
 
     @property
     def max_wall_ms(self) -> float | None:
         """Deprecated: ``max_wall`` in milliseconds."""
-        warnings.warn("Budget.max_wall_ms is deprecated and goes in the next release: use max_wall (seconds)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "Budget.max_wall_ms is deprecated and goes in the next release: use max_wall (seconds)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return None if self.max_wall is None else self.max_wall * 1000
 
 

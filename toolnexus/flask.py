@@ -80,7 +80,18 @@ from .wire import from_wire, to_wire
 __all__ = ["Toolnexus", "blueprint"]
 
 #: Option names whose value may be an import path (``"module:attribute"``).
-IMPORTABLE = ("registry", "generate", "hooks", "on_metric", "around_tool", "clock", "store", "session", "dispatcher", "pool")
+IMPORTABLE = (
+    "registry",
+    "generate",
+    "hooks",
+    "on_metric",
+    "around_tool",
+    "clock",
+    "store",
+    "session",
+    "dispatcher",
+    "pool",
+)
 #: The longest ``?wait=`` a request may ask for, unless ``TOOLNEXUS_MAX_WAIT_S`` says otherwise.
 MAX_WAIT_S = 30.0
 #: The surface name of the blueprint's runs in the runtime's bindings.
@@ -138,7 +149,9 @@ class Toolnexus:
     ) -> None:
         unknown = sorted(set(runtime_options) - _keywords())
         if unknown:
-            raise ToolnexusError(f"Toolnexus: unknown option(s) {', '.join(unknown)}; the options are Runtime's keywords")
+            raise ToolnexusError(
+                f"Toolnexus: unknown option(s) {', '.join(unknown)}; the options are Runtime's keywords"
+            )
         self._registry = registry
         self._factory = runtime_factory
         self._entry = entry
@@ -206,7 +219,11 @@ class Toolnexus:
     def _build(self, app: flask.Flask) -> Runtime:
         if self._factory is not None:
             return self._factory()
-        options = {key: app.config[f"TOOLNEXUS_{key.upper()}"] for key in _keywords() if f"TOOLNEXUS_{key.upper()}" in app.config}
+        options = {
+            key: app.config[f"TOOLNEXUS_{key.upper()}"]
+            for key in _keywords()
+            if f"TOOLNEXUS_{key.upper()}" in app.config
+        }
         options.update(self._options)
         for key in IMPORTABLE:
             if key in options:
@@ -215,7 +232,10 @@ class Toolnexus:
         if isinstance(registry, Agent):
             registry = registry.registry
         if not registry:
-            raise ToolnexusError("Toolnexus: no registry: pass registry= or set TOOLNEXUS_REGISTRY (a mapping, an Agent, or 'module:attribute')")
+            raise ToolnexusError(
+                "Toolnexus: no registry: pass registry= or set "
+                "TOOLNEXUS_REGISTRY (a mapping, an Agent, or 'module:attribute')"
+            )
         return Runtime(registry, **options)
 
     def let_go(self, app: flask.Flask | None = None) -> None:
@@ -293,7 +313,11 @@ def _view(run: str, handle: str, result: AgentResult | None, state: str) -> flas
     """A run as JSON: ``200`` once it settled or asks for an answer, ``202`` while it runs;
     ``tree`` lists its handles (``HandleView``), parents first."""
     settled = result is not None and result.status != "timeout"
-    body: dict[str, Any] = {"run": run, "state": state, "status": result.status if settled and result is not None else "running"}
+    body: dict[str, Any] = {
+        "run": run,
+        "state": state,
+        "status": result.status if settled and result is not None else "running",
+    }
     body["tree"] = [to_wire(view) for view in _subtree(_rt(), handle)]
     if settled and result is not None:
         body["result"] = to_wire(result)
@@ -339,7 +363,14 @@ def start() -> flask.Response:
     rt.wake(handle, prompt)
     if wait is not None:
         return _show(run, handle.id)
-    response = flask.jsonify({"run": run, "status": "running", "url": flask.url_for(".show", run=run), "events": flask.url_for(".events", run=run)})
+    response = flask.jsonify(
+        {
+            "run": run,
+            "status": "running",
+            "url": flask.url_for(".show", run=run),
+            "events": flask.url_for(".events", run=run),
+        }
+    )
     response.status_code = 202
     response.headers["Location"] = flask.url_for(".show", run=run)
     return response
@@ -367,7 +398,9 @@ def answer(run: str) -> flask.Response:
     if pending is None:
         return _problem(409, f"run {run} is not waiting for an answer", state=rt.inspect(handle).state)
     if given.id != pending.id:
-        return _problem(409, f"answer {given.id!r} does not match the pending request {pending.id!r}", pending=to_wire(pending))
+        return _problem(
+            409, f"answer {given.id!r} does not match the pending request {pending.id!r}", pending=to_wire(pending)
+        )
     rt.resume(given)  # exactly one resume per request wins, across processes
     if rt.inline:  # nobody else will run the continuation: this request does
         return _view(run, handle, rt.wait(handle), rt.inspect(handle).state)

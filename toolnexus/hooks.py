@@ -18,7 +18,9 @@ class BeforeLLM(Protocol):
     """Before each model call. Return ``{"messages": [...]}`` and/or ``{"tools": [...]}``
     to replace them (the new transcript is the working transcript from then on), or None."""
 
-    def __call__(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], model: str, turn: int) -> dict[str, Any] | None: ...
+    def __call__(
+        self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]], model: str, turn: int
+    ) -> dict[str, Any] | None: ...
 
 
 class AfterLLM(Protocol):
@@ -37,7 +39,9 @@ class BeforeTool(Protocol):
 class AfterTool(Protocol):
     """After each tool call. Return ``{"result": ToolResult}`` to replace its result, or None."""
 
-    def __call__(self, *, name: str, args: dict[str, Any], result: ToolResult, id: str, turn: int) -> dict[str, Any] | None: ...
+    def __call__(
+        self, *, name: str, args: dict[str, Any], result: ToolResult, id: str, turn: int
+    ) -> dict[str, Any] | None: ...
 
 
 class HookFunctions(TypedDict, total=False):

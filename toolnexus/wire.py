@@ -66,7 +66,9 @@ def _converter() -> cattrs.Converter:
         converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **renames.get(cls, {})))
     converter.register_unstructure_hook(ToolResult, unstructure_result)
     converter.register_structure_hook(Budget, _budget_hook(make_dict_structure_fn(Budget, converter)))
-    converter.register_unstructure_hook(AgentResult, make_dict_unstructure_fn(AgentResult, converter, runtime=override(omit=True)))
+    converter.register_unstructure_hook(
+        AgentResult, make_dict_unstructure_fn(AgentResult, converter, runtime=override(omit=True))
+    )
     # Metadata dicts may carry value types (a pending Request): unstructure by runtime class.
     converter.register_unstructure_hook(dict, lambda d: {k: converter.unstructure(v) for k, v in d.items()})
     return converter
@@ -140,7 +142,9 @@ def _scalar_hooks(converter: cattrs.Converter) -> None:
         converter.register_unstructure_hook(moment, lambda value: value.isoformat())
     converter.register_structure_hook(decimal.Decimal, exact)
     converter.register_structure_hook(uuid.UUID, text_of(uuid.UUID))
-    converter.register_structure_hook_factory(lambda t: isinstance(t, type) and issubclass(t, pathlib.PurePath), text_of)
+    converter.register_structure_hook_factory(
+        lambda t: isinstance(t, type) and issubclass(t, pathlib.PurePath), text_of
+    )
     for written in (decimal.Decimal, uuid.UUID, pathlib.PurePath):
         converter.register_unstructure_hook(written, str)
 
@@ -160,7 +164,10 @@ def _structured_hook(converter: cattrs.Converter, cls: type) -> Any:
         def typeddict(value: Any, _: Any) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise TypeError(f"expected an object, got {type(value).__name__}")
-            built = {key: converter.structure(item, _schema.unwrap(hints[key])) if key in hints else item for key, item in value.items()}
+            built = {
+                key: converter.structure(item, _schema.unwrap(hints[key])) if key in hints else item
+                for key, item in value.items()
+            }
             ordered = {name: built.pop(name, None) for name in hints if name in built or name in as_none}
             return {**ordered, **built}
 

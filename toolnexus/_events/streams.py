@@ -24,7 +24,6 @@ from typing import Any, Callable, Protocol
 
 from .._team import jobs as _jobs
 from ..data import AgentResult, Event
-from ..errors import ToolnexusError
 from .cursor import parse_after
 from .log import LOG, EventLog, Logged, MemoryEvents, Text, TreeEvents
 from .._team.handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, closed_result

@@ -84,7 +84,9 @@ class OutputType:
         except WireError:
             return value  # kept as stored: a later definition of T may not fit old data
 
-    def from_calls(self, calls: Iterable[ToolCall], decode: Callable[[Any], tuple[Any, str | None]]) -> tuple[dict[str, ToolResult], Accepted | None]:
+    def from_calls(
+        self, calls: Iterable[ToolCall], decode: Callable[[Any], tuple[Any, str | None]]
+    ) -> tuple[dict[str, ToolResult], Accepted | None]:
         """The ``final_result`` calls among one step's ``calls``: each one's tool result, and
         the first that fits (it wins; later ones are ignored)."""
         results: dict[str, ToolResult] = {}
@@ -101,7 +103,10 @@ class OutputType:
                 accepted = outcome
                 results[call.id] = ToolResult(output=ACCEPTED)
             else:
-                results[call.id] = failure(f"final_result was not accepted: {'; '.join(outcome)}. Call final_result again with corrected arguments.")
+                results[call.id] = failure(
+                    f"final_result was not accepted: {'; '.join(outcome)}. "
+                    "Call final_result again with corrected arguments."
+                )
         return results, accepted
 
     def from_text(self, text: str) -> Accepted | str:
@@ -219,7 +224,8 @@ def output_type(target: Any) -> OutputType | None:
     if _schema.is_structured(target):
         return _from_class(target)
     raise ConfigError(
-        f"output={target!r} cannot be given a schema: use an attrs class, a dataclass, a TypedDict or a JSON Schema dict"
+        f"output={target!r} cannot be given a schema: use an attrs "
+        "class, a dataclass, a TypedDict or a JSON Schema dict"
     )
 
 
@@ -240,15 +246,23 @@ def _from_schema(schema: dict[str, Any]) -> OutputType:
     _validate.check_schema(schema, "output schema")
     kind = schema.get("type")
     if kind != "object" and not (kind is None and "properties" in schema):
-        raise ConfigError(f"output schema must describe an object (type: object), not {kind!r}: the result is the final_result tool's arguments")
+        raise ConfigError(
+            "output schema must describe an object (type: object), not "
+            f"{kind!r}: the result is the final_result tool's arguments"
+        )
     own = copy.deepcopy(schema)
     own.setdefault("type", "object")
     about = own.get("description") or ""
-    return OutputType(own, own, "schema", _description(str(own.get("title") or "the result"), about if isinstance(about, str) else ""))
+    return OutputType(
+        own, own, "schema", _description(str(own.get("title") or "the result"), about if isinstance(about, str) else "")
+    )
 
 
 def _description(name: str, about: str) -> str:
-    text = f"Give the final result ({name}) of the task. Call this once, when the task is done: its arguments are the result."
+    text = (
+        f"Give the final result ({name}) of the task. "
+        "Call this once, when the task is done: its arguments are the result."
+    )
     return f"{text} {about}" if about else text
 
 
@@ -265,5 +279,6 @@ def typed_result(definition: Any, result: AgentResult) -> AgentResult:
 def check_toolkit(typed: OutputType | None, toolkit: Toolkit) -> None:
     """A typed run's own tools may not already have a ``final_result``."""
     if typed is not None and FINAL_RESULT in toolkit.tool_names():
-        raise ConfigError("the toolkit already has a tool named final_result, which typed output needs: rename that tool")
-
+        raise ConfigError(
+            "the toolkit already has a tool named final_result, which typed output needs: rename that tool"
+        )

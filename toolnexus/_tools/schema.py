@@ -30,11 +30,27 @@ from ..errors import ConfigError
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 #: Scalars carried as strings of a JSON Schema ``format`` (checked, and converted), by
 #: module and class name; datetime before date, as a datetime is a date too.
-_FORMATS = (("datetime", "datetime", "date-time"), ("datetime", "date", "date"), ("datetime", "time", "time"), ("uuid", "UUID", "uuid"))
+_FORMATS = (
+    ("datetime", "datetime", "date-time"),
+    ("datetime", "date", "date"),
+    ("datetime", "time", "time"),
+    ("uuid", "UUID", "uuid"),
+)
 #: A number as JSON writes it: what a ``Decimal`` may also be given as, in a string.
 NUMERIC = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 DECIMAL_SCHEMA: dict[str, Any] = {"type": ["number", "string"], "format": "decimal", "pattern": NUMERIC}
-_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.MutableSequence, collections.abc.Set, collections.abc.MutableSet, collections.abc.Iterable, collections.abc.Collection)
+_SEQUENCES = (
+    list,
+    tuple,
+    set,
+    frozenset,
+    collections.abc.Sequence,
+    collections.abc.MutableSequence,
+    collections.abc.Set,
+    collections.abc.MutableSet,
+    collections.abc.Iterable,
+    collections.abc.Collection,
+)
 _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 _ANYTHING = (Any, object, inspect.Parameter.empty)
 
@@ -131,7 +147,10 @@ class _Builder:
             return _enum([member.value for member in hint])
         if is_structured(hint):
             return self._structure(hint, depth)
-        raise ConfigError(f"cannot give a JSON schema to {_name(hint)}: use str, int, float, bool, a list, a dict, an attrs class, a dataclass, a TypedDict, or Any")
+        raise ConfigError(
+            f"cannot give a JSON schema to {_name(hint)}: use str, int, float, "
+            "bool, a list, a dict, an attrs class, a dataclass, a TypedDict, or Any"
+        )
 
     def _union(self, args: tuple[Any, ...], depth: int) -> dict[str, Any]:
         rest = [a for a in args if a is not type(None)]
@@ -212,7 +231,14 @@ def needs_building(hint: Any) -> bool:
         return False
     if origin in (Union, types.UnionType):
         return any(needs_building(a) for a in args)
-    json_containers = (list, dict, collections.abc.Sequence, collections.abc.Iterable, collections.abc.Collection, collections.abc.Mapping)
+    json_containers = (
+        list,
+        dict,
+        collections.abc.Sequence,
+        collections.abc.Iterable,
+        collections.abc.Collection,
+        collections.abc.Mapping,
+    )
     if hint in json_containers or origin in json_containers:
         return any(needs_building(a) for a in args)
     return True
@@ -267,7 +293,9 @@ def _dataclasses() -> Any:
 def is_structured(cls: Any) -> bool:
     """An attrs class, a dataclass or a ``TypedDict``: a JSON object with known fields."""
     dataclasses = _dataclasses()
-    return isinstance(cls, type) and (attrs.has(cls) or (dataclasses is not None and dataclasses.is_dataclass(cls)) or is_typeddict(cls))
+    return isinstance(cls, type) and (
+        attrs.has(cls) or (dataclasses is not None and dataclasses.is_dataclass(cls)) or is_typeddict(cls)
+    )
 
 
 @attrs.frozen
@@ -301,7 +329,15 @@ def fields_of(cls: type) -> list[Field]:
         hint = hints.get(name, Any)
         shown = _json_default(default) if has_default else NO_DEFAULT
         optional = is_optional(hint)
-        out.append(Field(name=name, hint=hint, required=not has_default and not optional, default=shown, absent_is_none=optional and not has_default))
+        out.append(
+            Field(
+                name=name,
+                hint=hint,
+                required=not has_default and not optional,
+                default=shown,
+                absent_is_none=optional and not has_default,
+            )
+        )
     return out
 
 
@@ -338,7 +374,13 @@ def _typeddict_field(cls: type, name: str, hint: Any) -> Field:
     else:  # unmarked: the declaring class's totality
         required = name in getattr(cls, "__required_keys__", ())
     optional = is_optional(hint)
-    return Field(name=name, hint=hint, required=required and not optional, default=NO_DEFAULT, absent_is_none=required and optional)
+    return Field(
+        name=name,
+        hint=hint,
+        required=required and not optional,
+        default=NO_DEFAULT,
+        absent_is_none=required and optional,
+    )
 
 
 def resolved_hints(cls: Any) -> dict[str, Any]:
@@ -347,7 +389,10 @@ def resolved_hints(cls: Any) -> dict[str, Any]:
     try:
         return typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:
-        raise ConfigError(f"cannot read the type hints of {_name(cls)}: {exc} (names used in annotations must be importable where it is defined)") from None
+        raise ConfigError(
+            f"cannot read the type hints of {_name(cls)}: {exc} (names "
+            "used in annotations must be importable where it is defined)"
+        ) from None
 
 
 def _name(hint: Any) -> str:
@@ -388,7 +433,10 @@ def parameters(fn: Callable[..., Any]) -> tuple[list[Parameter], bool]:
     try:  # evaluated as the function's module sees them (also through partials and wrappers)
         signature = inspect.signature(fn, eval_str=True)
     except Exception as exc:
-        raise ConfigError(f"cannot read the type hints of {getattr(fn, '__qualname__', fn)!r}: {exc} (names used in annotations must be importable where it is defined)") from None
+        raise ConfigError(
+            f"cannot read the type hints of {getattr(fn, '__qualname__', fn)!r}: "
+            f"{exc} (names used in annotations must be importable where it is defined)"
+        ) from None
     names = list(signature.parameters)
     if takes_context(fn):
         names = names[:-1]
@@ -411,7 +459,15 @@ def parameters(fn: Callable[..., Any]) -> tuple[list[Parameter], bool]:
             if default is not NO_DEFAULT:
                 schema = {**schema, "default": default}
         optional = is_optional(hint)
-        found.append(Parameter(name=name, hint=hint, schema=schema, required=not has_default and not optional, absent_is_none=optional and not has_default))
+        found.append(
+            Parameter(
+                name=name,
+                hint=hint,
+                schema=schema,
+                required=not has_default and not optional,
+                absent_is_none=optional and not has_default,
+            )
+        )
     return found, open_ended
 
 
@@ -429,7 +485,13 @@ def object_schema(params: list[Parameter]) -> dict[str, Any]:
 
 
 #: The scalars a default of which is written as text in a schema.
-_WRITTEN = (("datetime", "date"), ("datetime", "time"), ("uuid", "UUID"), ("decimal", "Decimal"), ("pathlib", "PurePath"))
+_WRITTEN = (
+    ("datetime", "date"),
+    ("datetime", "time"),
+    ("uuid", "UUID"),
+    ("decimal", "Decimal"),
+    ("pathlib", "PurePath"),
+)
 
 
 def _json_default(value: Any) -> Any:

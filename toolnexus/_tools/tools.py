@@ -41,7 +41,10 @@ def checked_name(name: Any) -> str:
     if not clean:
         raise ConfigError("a tool name must not be empty")
     if len(clean) > MAX_NAME_LENGTH:
-        raise ConfigError(f"tool name {clean[:MAX_NAME_LENGTH]}... is {len(clean)} characters; providers accept at most {MAX_NAME_LENGTH}")
+        raise ConfigError(
+            f"tool name {clean[:MAX_NAME_LENGTH]}... is {len(clean)} "
+            f"characters; providers accept at most {MAX_NAME_LENGTH}"
+        )
     return clean
 
 
@@ -248,7 +251,11 @@ def tool(
 ) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, input_schema: dict[str, Any] | None = None, retry: str = "never"
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+    retry: str = "never",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -31,7 +31,15 @@ UNSUPPORTED = (
     "$dynamicRef", "$recursiveRef",
 )  # fmt: skip
 _TYPES = ("string", "integer", "number", "boolean", "object", "array", "null")
-_KIND = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false", "object": "an object", "array": "an array", "null": "null"}
+_KIND = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
 _FORMAT_NAMES = ("date", "date-time", "time", "uuid", "decimal")
 
 
@@ -49,6 +57,8 @@ def _formats() -> dict[str, tuple[str, Callable[[str], Any]]]:
         "uuid": ("a UUID", uuid.UUID),
         "decimal": ("a number", decimal.Decimal),
     }
+
+
 #: At most this many problems are reported for one value.
 MAX_PROBLEMS = 10
 
@@ -158,7 +168,15 @@ def problems(schema: Any, value: Any) -> list[str]:
     return found[:MAX_PROBLEMS]
 
 
-_PLAIN = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,), "array": (list,), "null": (type(None),)}
+_PLAIN = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
 
 
 def quick_fit(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
@@ -288,7 +306,9 @@ class _Check:
             if name in properties:
                 self.node(properties[name], item, _join(path, name))
             elif extra is False:
-                self.fail(_join(path, name), "unknown field" + (f" (fields: {', '.join(properties)})" if properties else ""))
+                self.fail(
+                    _join(path, name), "unknown field" + (f" (fields: {', '.join(properties)})" if properties else "")
+                )
             elif isinstance(extra, dict):
                 self.node(extra, item, _join(path, name))
         self.bounds(path, len(value), schema, "minProperties", "maxProperties", "fields")
@@ -347,7 +367,11 @@ class _Check:
         if len(near) == 1:
             self.found.extend(near[0])
         else:
-            self.fail(path, "does not fit any allowed form: " + " | ".join(o[0].split(": ", 1)[-1] if path else o[0] for o in outcomes))
+            self.fail(
+                path,
+                "does not fit any allowed form: "
+                + " | ".join(o[0].split(": ", 1)[-1] if path else o[0] for o in outcomes),
+            )
 
 
 def _holds(value: float, sign: str, bound: float) -> bool:
@@ -367,7 +391,13 @@ def _kind_fits(schema: Any, value: Any) -> bool:
 
 def _same(value: Any, option: Any) -> bool:
     """JSON equality: ``1`` is not ``true``."""
-    return json_kind(value) == json_kind(option) and value == option or (json_kind(value) in ("integer", "number") and json_kind(option) in ("integer", "number") and value == option)
+    return (
+        json_kind(value) == json_kind(option)
+        and value == option
+        or (
+            json_kind(value) in ("integer", "number") and json_kind(option) in ("integer", "number") and value == option
+        )
+    )
 
 
 def _join(path: str, name: str) -> str:

@@ -37,7 +37,7 @@ __all__ = ["main", "load_team", "Team", "TeamFileError", "LiveTree", "Approver",
 EXIT_DONE, EXIT_ERROR, EXIT_UNFINISHED = 0, 1, 2
 _DATA_HELP = (
     "what the answer carries with --yes, as JSON: the fields of a form an MCP server asks for, "
-    "e.g. '{\"approve\": true, \"note\": \"ok\"}'"
+    'e.g. \'{"approve": true, "note": "ok"}\''
 )
 #: Ctrl-C, and a reader that closed the pipe early: as a shell reports SIGINT and SIGPIPE.
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
@@ -47,7 +47,15 @@ REFUSED_HINT_HERE = (
 )
 
 
-def drive(rt: Runtime, entry: str, prompt: str, approver: Callable[[Request], Answer] | None, tree: LiveTree, *, keep_failed: bool = False) -> AgentResult:
+def drive(
+    rt: Runtime,
+    entry: str,
+    prompt: str,
+    approver: Callable[[Request], Answer] | None,
+    tree: LiveTree,
+    *,
+    keep_failed: bool = False,
+) -> AgentResult:
     """Run ``entry`` on ``prompt``; answer each pending request with ``approver`` and wait
     for the team to settle again. Without an approver a pending result is returned as is;
     with ``keep_failed`` a failed run stays open too, for ``toolnexus retry``."""
@@ -108,10 +116,16 @@ def _parser() -> argparse.ArgumentParser:
 
     def approvals(command: argparse.ArgumentParser, *, no_input: bool = False) -> None:
         group = command.add_mutually_exclusive_group()
-        group.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve every request")
-        group.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline every request")
+        group.add_argument(
+            "--yes", "-y", dest="decision", action="store_const", const=True, help="approve every request"
+        )
+        group.add_argument(
+            "--no", "-n", dest="decision", action="store_const", const=False, help="decline every request"
+        )
         if no_input:
-            group.add_argument("--no-input", action="store_true", help="never ask: a run that needs an answer stops pending (exit 2)")
+            group.add_argument(
+                "--no-input", action="store_true", help="never ask: a run that needs an answer stops pending (exit 2)"
+            )
         command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
 
     def continuing(command: argparse.ArgumentParser) -> None:
@@ -128,7 +142,9 @@ def _parser() -> argparse.ArgumentParser:
         "Runs on a built-in scripted model: no network, no key.",
     )
     approvals(demo)
-    demo.add_argument("--delay", type=float, default=0.2, metavar="SECONDS", help="time each scripted model reply takes (default 0.2)")
+    demo.add_argument(
+        "--delay", type=float, default=0.2, metavar="SECONDS", help="time each scripted model reply takes (default 0.2)"
+    )
 
     run = commands.add_parser(
         "run",
@@ -145,7 +161,12 @@ def _parser() -> argparse.ArgumentParser:
     _connection_flags(run)
     run.add_argument("--entry", help="the agent to run (overrides entry)")
     run.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
-    run.add_argument("--state", metavar="FILE", help="keep the run in this SQLite file (or postgresql:// URL), so a pending run outlives the command (overrides [state] path)")
+    run.add_argument(
+        "--state",
+        metavar="FILE",
+        help="keep the run in this SQLite file (or postgresql:// URL), so a pending run outlives the command "
+        "(overrides [state] path)",
+    )
     approvals(run, no_input=True)
 
     answer = commands.add_parser(
@@ -165,8 +186,9 @@ def _parser() -> argparse.ArgumentParser:
     retry = commands.add_parser(
         "retry",
         help="try a run that failed (the model down, a commit failed) again, from what it recorded",
-        description="Try the failed last turn of HANDLE (printed by run or answer) again: recorded model replies are not asked again "
-        "and finished tool calls, an approved one included, are not run again. Exit status as for run.",
+        description="Try the failed last turn of HANDLE (printed by run or answer) again: "
+        "recorded model replies are not asked again and finished tool calls, an approved one included, "
+        "are not run again. Exit status as for run.",
     )
     retry.add_argument("team", metavar="TEAM.toml")
     retry.add_argument("handle", metavar="HANDLE")
@@ -266,7 +288,9 @@ def _run(args: argparse.Namespace) -> int:
         display = sys.stderr if args.json else sys.stdout
         approver = None if args.no_input else Approver(args.decision, sys.stdin, display)
         work = lambda tree: drive(rt, entry, args.prompt, approver, tree, keep_failed=bool(state))  # noqa: E731
-        return _execute(rt, work, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+        return _execute(
+            rt, work, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state)
+        )
 
 
 def _answer(args: argparse.Namespace) -> int:
@@ -291,7 +315,9 @@ def _answer(args: argparse.Namespace) -> int:
             rt.resume(answer)  # a continuation that fails keeps the answer applied: retry goes on from there
             return _settled(rt, top)
 
-        return _execute(rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+        return _execute(
+            rt, continued, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state)
+        )
 
 
 def _json_value(text: str) -> Any:
@@ -327,7 +353,9 @@ def _retry(args: argparse.Namespace) -> int:
                     rt.retry(top)  # the turn above goes on from the task call that waited for it
             return _settled(rt, top)
 
-        return _execute(rt, retried, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state))
+        return _execute(
+            rt, retried, display, show_tree=not args.no_tree, as_json=args.json, resume_hint=_Hint(args, state)
+        )
 
 
 #: How run, answer and retry open a state: a turn another process left is recovered only

@@ -48,7 +48,9 @@ def search(query: str) -> str:
 def publish(title: str, body: str, ctx: ToolContext) -> Any:
     """Publish a note on the project blog. A person must approve every publication."""
     if ctx.answer is None:
-        return suspend(make_request("approval", f"Publish the note {title!r} on the project blog?", data={"title": title}))
+        return suspend(
+            make_request("approval", f"Publish the note {title!r} on the project blog?", data={"title": title})
+        )
     if not ctx.answer.ok:
         return failure(f"{ctx.answer.reason or 'declined'}: the note {title!r} was not published")
     return success(f"published {title!r} ({len(body.split())} words)", url="https://example.invalid/blog/launch")
@@ -97,8 +99,22 @@ def scripted_model(delay: float = 0.2) -> ScriptedModel:
         if not results:
             return {
                 "tool_calls": [
-                    {"id": "call_research", "name": "task", "arguments": {"agent": "researcher", "prompt": "Find three facts about toolnexus for a launch note."}},
-                    {"id": "call_write", "name": "task", "arguments": {"agent": "writer", "prompt": "Draft and publish a launch note titled 'toolnexus 0.1 is out'."}},
+                    {
+                        "id": "call_research",
+                        "name": "task",
+                        "arguments": {
+                            "agent": "researcher",
+                            "prompt": "Find three facts about toolnexus for a launch note.",
+                        },
+                    },
+                    {
+                        "id": "call_write",
+                        "name": "task",
+                        "arguments": {
+                            "agent": "writer",
+                            "prompt": "Draft and publish a launch note titled 'toolnexus 0.1 is out'.",
+                        },
+                    },
                 ]
             }
         research, writing = (results + ["", ""])[:2]
@@ -108,7 +124,11 @@ def scripted_model(delay: float = 0.2) -> ScriptedModel:
         pause()
         results = tool_messages(request)
         if not results:
-            return {"tool_calls": [{"id": "call_search", "name": "search", "arguments": {"query": "toolnexus task tool budgets"}}]}
+            return {
+                "tool_calls": [
+                    {"id": "call_search", "name": "search", "arguments": {"query": "toolnexus task tool budgets"}}
+                ]
+            }
         return {"content": f"Found: {results[-1]}."}
 
     def writer(request: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +136,15 @@ def scripted_model(delay: float = 0.2) -> ScriptedModel:
         results = tool_messages(request)
         if not results:
             body = "toolnexus 0.1 brings agent teams to plain Python threads."
-            return {"tool_calls": [{"id": "call_publish", "name": "publish", "arguments": {"title": "toolnexus 0.1 is out", "body": body}}]}
+            return {
+                "tool_calls": [
+                    {
+                        "id": "call_publish",
+                        "name": "publish",
+                        "arguments": {"title": "toolnexus 0.1 is out", "body": body},
+                    }
+                ]
+            }
         outcome = results[-1]
         if outcome.startswith("published"):
             return {"content": f"Draft written and {outcome}."}

@@ -59,7 +59,18 @@ class Team:
 
 _TOP_KEYS = ("entry", "connection", "agents", "state", "prices")
 _CONNECTION_KEYS = ("base_url", "model", "style", "api_key_env", "timeout", "retries", "request_params")
-_AGENT_KEYS = ("does", "soul", "model", "team", "budget", "tools", "mcp", "output", "request_params", "reset_tool_choice")
+_AGENT_KEYS = (
+    "does",
+    "soul",
+    "model",
+    "team",
+    "budget",
+    "tools",
+    "mcp",
+    "output",
+    "request_params",
+    "reset_tool_choice",
+)
 _STDIO_KEYS = ("command", "env", "cwd", "timeout", "max_message_bytes")
 _HTTP_KEYS = ("url", "headers", "timeout", "max_message_bytes")
 _BUDGET_KEYS = tuple(field.name for field in attrs.fields(Budget))
@@ -139,7 +150,9 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     for name, definition in registry.items():
         for member in definition.team:
             if member not in registry:
-                raise fail(f"[agents.{name}]: team member {member!r} is not defined (agents: {', '.join(sorted(registry))})")
+                raise fail(
+                    f"[agents.{name}]: team member {member!r} is not defined (agents: {', '.join(sorted(registry))})"
+                )
     entry = data.get("entry")
     if entry is None:
         if len(registry) != 1:
@@ -148,7 +161,9 @@ def _check_team(path: str, data: dict[str, Any]) -> Team:
     if not isinstance(entry, str) or entry not in registry:
         raise fail(f"entry {entry!r} is not defined (agents: {', '.join(sorted(registry))})")
     state = _state_path(data.get("state"), base, fail)
-    return Team(entry=entry, connection=dict(connection), registry=registry, state=state, servers=tuple(servers), prices=prices)
+    return Team(
+        entry=entry, connection=dict(connection), registry=registry, state=state, servers=tuple(servers), prices=prices
+    )
 
 
 def _prices(section: Any, fail: Callable[[str], TeamFileError]) -> dict[str, dict[str, float]]:
@@ -211,7 +226,11 @@ def _in_seconds(table: dict[str, Any], where: str, fail: Callable[[str], TeamFil
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(f"{where}: {old} must be a number")
         out[new] = value / per_second
-        warnings.warn(f"{where}: {old} is deprecated and goes in the next release: write {new} = {out[new]:g} (seconds)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{where}: {old} is deprecated and goes in the next release: write {new} = {out[new]:g} (seconds)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     return out
 
 
@@ -237,13 +256,21 @@ def _flag(value: Any, where: str, fail: Callable[[str], TeamFileError]) -> bool:
     return value
 
 
-def _unknown(table: dict[str, Any], known: tuple[str, ...], where: str, fail: Callable[[str], TeamFileError], deprecated: tuple[str, ...] = ()) -> None:
+def _unknown(
+    table: dict[str, Any],
+    known: tuple[str, ...],
+    where: str,
+    fail: Callable[[str], TeamFileError],
+    deprecated: tuple[str, ...] = (),
+) -> None:
     unknown = sorted(set(table) - set(known) - set(deprecated))
     if unknown:
         raise fail(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
 
 
-def _agent_def(name: str, spec: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]) -> AgentDef:
+def _agent_def(
+    name: str, spec: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]
+) -> AgentDef:
     where = f"[agents.{name}]"
     if not isinstance(spec, dict):
         raise fail(f"{where} must be a table")
@@ -326,7 +353,9 @@ def _imported(ref: str, base: str, where: str, what: str, fail: Callable[[str], 
     return value
 
 
-def _mcp_tools(agent: str, tables: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]) -> list[Tool]:
+def _mcp_tools(
+    agent: str, tables: Any, base: str, fail: Callable[[str], TeamFileError], servers: list[mcp.MCPServer]
+) -> list[Tool]:
     """``[agents.NAME.mcp.SERVER]``: ``command`` (and ``env``, ``cwd``) or ``url`` (and
     ``headers``), each server connected now and its tools given to the agent."""
     if tables is None:
@@ -359,7 +388,7 @@ def _mcp_server(label: str, spec: Any, base: str, where: str, fail: Callable[[st
             return mcp.http(spec["url"], headers=headers, timeout=timeout, name=label, max_message_bytes=limit)
         command, cwd = spec["command"], spec.get("cwd")
         if not isinstance(command, list) or not command or not all(isinstance(part, str) for part in command):
-            raise fail(f"{where}: command must be a list of strings, e.g. [\"npx\", \"-y\", \"some-server\"]")
+            raise fail(f'{where}: command must be a list of strings, e.g. ["npx", "-y", "some-server"]')
         if not _string_table(spec.get("env", {})) or (cwd is not None and not isinstance(cwd, str)):
             raise fail(f"{where}: env must be a table of strings and cwd a string")
         folder = os.path.join(base, cwd) if cwd is not None else base
@@ -370,4 +399,6 @@ def _mcp_server(label: str, spec: Any, base: str, where: str, fail: Callable[[st
 
 
 def _string_table(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(key, str) and isinstance(each, str) for key, each in value.items())
+    return isinstance(value, dict) and all(
+        isinstance(key, str) and isinstance(each, str) for key, each in value.items()
+    )

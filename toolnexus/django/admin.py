@@ -63,11 +63,15 @@ class PendingRequestAdmin(admin.ModelAdmin):  # type: ignore[misc]  # Django shi
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
-    @admin.action(description="Approve the selected requests (the runs resume)", permissions=["change"])  # type: ignore[untyped-decorator]
+    @admin.action(  # type: ignore[untyped-decorator]
+        description="Approve the selected requests (the runs resume)", permissions=["change"]
+    )
     def approve(self, request: Any, queryset: Any) -> None:
         self._answer(request, queryset, ok=True)
 
-    @admin.action(description="Decline the selected requests (the runs resume)", permissions=["change"])  # type: ignore[untyped-decorator]
+    @admin.action(  # type: ignore[untyped-decorator]
+        description="Decline the selected requests (the runs resume)", permissions=["change"]
+    )
     def decline(self, request: Any, queryset: Any) -> None:
         self._answer(request, queryset, ok=False)
 

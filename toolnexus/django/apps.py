@@ -36,7 +36,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         return [
             checks.Warning(
                 'TOOLNEXUS has "state": "django" on SQLite with "inline": False: a run started inside a transaction'
-                " waits on its own worker threads, which cannot write the state while that transaction holds SQLite's lock",
+                " waits on its own worker threads, which cannot write "
+                "the state while that transaction holds SQLite's lock",
                 hint='Leave "inline" at True, or start runs outside transaction.atomic().',
                 id="toolnexus.W001",
             )

@@ -13,7 +13,9 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no type hints
     help = 'Answers every open request past its expires_at with ok=False, reason="expired"; the runs resume here.'
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--timeout", type=float, default=None, help="seconds each resumed run may take (default: no limit)")
+        parser.add_argument(
+            "--timeout", type=float, default=None, help="seconds each resumed run may take (default: no limit)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         expired = expire(timeout=options["timeout"])
