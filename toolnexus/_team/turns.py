@@ -23,6 +23,7 @@ from ..errors import Cancelled, ConfigError
 from .._events.log import RunEvents
 from .handle import Handle, Turn
 from .offers import offered
+from .remote import RemoteTurns
 from ..hooks import Hooks
 from .._run.runspec import Engine, RunSpec
 from .._run.metrics import Metrics, metric_sink
@@ -85,6 +86,7 @@ class TurnRunner:
         self._sinks_lock = threading.Lock()  # guards: _sinks
         self._sinks: dict[str, Metric] = {}
         self._calls_lock = threading.Lock()  # guards: Turn.model_calls
+        self._remote = RemoteTurns(tree_store=tree_store, lineage=lineage, owner=owner, nonce=nonce)
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
@@ -109,6 +111,8 @@ class TurnRunner:
             text = budgets.on_chain(spent, handle.id)
             usage = self._spent(handle, turn)
             return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=usage), None
+        if definition.a2a is not None:  # a remote teammate: one task of a remote agent, no model
+            return self._remote.run(handle, turn, functools.partial(self._count_call, turn)), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:

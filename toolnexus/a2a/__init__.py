@@ -45,11 +45,12 @@ from typing import Any, Callable
 from .._serve import Access
 from .._serve.bodies import MAX_BODY, check_limit
 from .._serve.slots import MAX_STREAMS
-from ._rpc import VERSION
+from .._a2a.peer import Peer, PeerError
+from .._a2a.rpc import VERSION
 from ._service import CARD_PATH, RuntimeLike, Service
 from ._wsgi import A2AApp
 
-__all__ = ["A2AApp", "CARD_PATH", "VERSION", "blueprint", "django_urls", "wsgi_app"]
+__all__ = ["A2AApp", "CARD_PATH", "Peer", "PeerError", "VERSION", "blueprint", "django_urls", "wsgi_app"]
 
 #: Seconds of silence on a stream before a ``: keep-alive`` comment.
 HEARTBEAT_S = 15.0

@@ -17,8 +17,8 @@ from typing import Any, Iterator
 
 from .._serve import Binding
 from ..errors import ToolnexusError
-from . import _shapes as shapes
-from ._rpc import INTERNAL_ERROR, error_reply, result_reply
+from .._a2a import shapes
+from .._a2a.rpc import INTERNAL_ERROR, error_reply, result_reply
 from ._tasks import Now, Tasks
 
 log = logging.getLogger("toolnexus")

@@ -12,8 +12,8 @@ from typing import Any
 
 import attrs
 
-from . import _shapes as shapes
-from ._rpc import INVALID_PARAMS, RpcError
+from .._a2a import shapes
+from .._a2a.rpc import INVALID_PARAMS, RpcError
 
 #: Bytes as proto3's JSON writes them: base64, standard or URL-safe, padded or not.
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")

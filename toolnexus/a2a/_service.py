@@ -1,7 +1,7 @@
 """The A2A endpoint, whatever serves it: the Agent Card and the JSON-RPC methods, as
 ``Reply`` values that the WSGI app, the Flask blueprint and the Django views each send in
 their own way. Who asks is decided before (``_serve.access``); the body is checked here,
-by the served layer's rules, then as JSON-RPC (``_rpc``).
+by the served layer's rules, then as JSON-RPC (``_a2a.rpc``).
 
 Every answer is HTTP 200 with a JSON-RPC body, except what the served layer refuses before
 a request is read as JSON-RPC (``401``/``403`` who asks, ``413`` too large, ``415`` not
@@ -23,10 +23,10 @@ from .._team.runtime import Runtime
 from ..errors import ConfigError, SpawnError, ToolnexusError, WireError
 from ..wire import parse_json
 from . import _params as params_of
-from . import _shapes as shapes
+from .._a2a import shapes
 from ._frames import HEADERS as STREAM_HEADERS
 from ._frames import streamed
-from ._rpc import (
+from .._a2a.rpc import (
     INTERNAL_ERROR,
     PARSE_ERROR,
     REFUSED,

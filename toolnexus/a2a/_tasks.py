@@ -25,9 +25,9 @@ from .._serve import Binding, bindings_of, new_id
 from ..data import AgentResult, Answer, Request
 from ..errors import ToolnexusError, UnknownHandle, UnknownRequest
 from ..wire import to_wire
-from . import _shapes as shapes
+from .._a2a import shapes
 from ._params import Sent, invalid
-from ._rpc import TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION, RpcError
+from .._a2a.rpc import TASK_NOT_CANCELABLE, TASK_NOT_FOUND, UNSUPPORTED_OPERATION, RpcError
 
 if TYPE_CHECKING:
     from .._team.runtime import Runtime

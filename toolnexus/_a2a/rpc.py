@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 as A2A 1.0 speaks it: the error codes, the envelope of a request, and the
 answers (every one HTTP 200, as ``a2a-sdk`` answers, whatever went wrong).
 
-A request is checked in this order, so that the most basic fault is the one reported:
+A served request is checked in this order, so that the most basic fault is the one reported:
 the body is JSON (``-32700``), it is a request object (``-32600``), its method is one of
 A2A's (``-32601``), the ``A2A-Version`` header is ``1.x`` (``-32009``), its params fit the
 method (``-32602``), then the task it names exists for this caller (``-32001``).

@@ -1,0 +1,259 @@
+"""CONTRACT §22 "Calling a remote A2A agent as a teammate": an a2a-sdk 1.3.0 server (a small
+AgentExecutor under uvicorn, in another process) is the remote teammate behind the
+``task`` tool: its answer is the tool result, its input-required a pending ``Request``
+answered by a person (in this process or another one), the parent's ``wait_for``, or
+declined; an interrupt cancels its task; a failing or unreachable peer is an error result
+naming its URL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from _a2a_caller import model, registry
+from _gunicorn import free_port
+from toolnexus import AgentDef, Answer, Runtime
+from toolnexus.errors import ConfigError
+
+pytest.importorskip("uvicorn")
+pytest.importorskip("a2a.server")
+
+TESTS = Path(__file__).resolve().parent
+#: How long the peer may take to start, and a scenario to end.
+WAIT_S = 30.0
+
+
+class SdkPeer:
+    """The a2a-sdk server in a subprocess; ``line(prefix)`` waits for a line it printed."""
+
+    def __init__(self, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(TESTS / "_a2a_sdk_peer.py"), str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        self._lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, name="sdk-peer-output", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._changed:
+                self._lines.append(line.strip())
+                self._changed.notify_all()
+
+    def mark(self) -> int:
+        """Where the peer's output is now: ``line(..., after=mark)`` looks only past it."""
+        with self._changed:
+            return len(self._lines)
+
+    def line(self, prefix: str, after: int = 0) -> str:
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: next((each for each in self._lines[after:] if each.startswith(prefix)), None), timeout=WAIT_S
+            )
+        assert found is not None, f"the peer never printed {prefix!r}: {self._lines}"
+        return found
+
+    def ready(self) -> None:
+        import requests
+
+        deadline_tries = int(WAIT_S / 0.1)
+        for _ in range(deadline_tries):  # another process: poll until it serves its card
+            try:
+                if requests.get(self.url + "/.well-known/agent-card.json", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            threading.Event().wait(0.1)
+        pytest.fail(f"the a2a-sdk peer did not start: {self._lines}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def peer() -> Iterator[SdkPeer]:
+    served = SdkPeer(free_port())
+    try:
+        served.ready()
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture
+def rt(peer: SdkPeer) -> Iterator[Runtime]:
+    runtime = Runtime(registry(peer.url), generate=model())
+    yield runtime
+    runtime.close(runtime.root)
+
+
+def remote_child(rt: Runtime) -> Any:
+    return next(view for view in rt.handles() if view.name == "remote")
+
+
+def test_a_remote_teammates_answer_is_the_task_result(rt: Runtime) -> None:
+    result = rt.run_agent("boss", "echo please")
+    assert result.status == "done"
+    assert result.text == "boss: hello world"  # the artifact's two chunks, joined
+    child = remote_child(rt)
+    assert child.tokens == 0 and child.turns == 0
+
+
+def test_a_bare_message_from_the_peer_is_the_answer(rt: Runtime) -> None:
+    assert rt.run_agent("boss", "msg").text == "boss: plain reply"
+
+
+def test_input_required_is_a_pending_a2a_request_that_a_person_answers(rt: Runtime, peer: SdkPeer) -> None:
+    asked = rt.run_agent("boss", "ask for money")
+    assert asked.status == "pending" and asked.pending is not None
+    request = asked.pending
+    assert request.kind == "a2a" and request.prompt == "Approve the transfer?"
+    data = request.data or {}
+    assert data["url"] == peer.url and data["taskId"] and data["contextId"]
+    assert data["data"] == {"kind": "approval", "amount": 5.0}  # through protobuf: a float
+    assert data["path"] == ["root", "boss.1", "remote.1"]
+    rt.resume(Answer(id=request.id, ok=True, data={"text": "yes, send it"}))
+    result = rt.wait(asked.handle_id, timeout=WAIT_S)
+    assert result.status == "done" and result.text == "boss: answered: yes, send it"
+
+
+def test_a_declined_request_goes_back_to_the_remote_task(rt: Runtime) -> None:
+    asked = rt.run_agent("boss", "ask again")
+    assert asked.pending is not None
+    rt.resume(Answer(id=asked.pending.id, ok=False, reason="not today"))
+    assert rt.wait(asked.handle_id, timeout=WAIT_S).text == "boss: answered: declined"
+
+
+def test_the_parents_wait_for_answers_the_remote_agent(peer: SdkPeer) -> None:
+    seen = []
+
+    def approve(request: Any) -> Answer:
+        seen.append(request)
+        return Answer(id=request.id, ok=True, data={"text": "fine by me"})
+
+    with Runtime(registry(peer.url, wait_for=approve), generate=model()) as rt:
+        result = rt.run_agent("boss", "ask the parent")
+    assert result.text == "boss: answered: fine by me"
+    assert [request.kind for request in seen] == ["a2a"]
+
+
+def remote_task(rt: Runtime) -> str:
+    """The remote task the runtime's remote teammate started, once its log names it."""
+    for _ in range(int(WAIT_S / 0.05)):  # the turn runs on a worker: look until it is there
+        found = [event["task"] for event in rt.events() if event["event"] == "a2a_task"]
+        if found:
+            return str(found[-1])
+        threading.Event().wait(0.05)
+    raise AssertionError(f"no remote task was started: {rt.events()}")
+
+
+def test_interrupting_the_caller_cancels_the_remote_task(rt: Runtime, peer: SdkPeer) -> None:
+    mark = peer.mark()
+    lead = rt.spawn(rt.root, "boss")
+    rt.wake(lead, "wait for it")
+    task_id = remote_task(rt)
+    assert peer.line(f"started {task_id}", after=mark)
+    rt.interrupt(lead)
+    assert peer.line(f"canceled {task_id}", after=mark)
+    assert rt.wait(lead, timeout=WAIT_S).status == "interrupted"
+    assert remote_child(rt).state == "idle"
+
+
+def test_closing_the_runtime_cancels_a_running_remote_task(peer: SdkPeer) -> None:
+    mark = peer.mark()
+    rt = Runtime(registry(peer.url), generate=model(), shutdown_timeout=0.5)
+    lead = rt.spawn(rt.root, "boss")
+    rt.wake(lead, "wait some more")
+    task_id = remote_task(rt)
+    closer = threading.Thread(target=rt.close, args=(rt.root,))
+    closer.start()
+    closer.join(WAIT_S)
+    assert not closer.is_alive()
+    assert peer.line(f"canceled {task_id}", after=mark)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "said"),
+    [
+        ("fail now", "ended TASK_STATE_FAILED: it broke"),
+        ("raise now", "SendStreamingMessage failed"),
+    ],
+)
+def test_a_failing_remote_task_is_an_error_result_naming_the_peer(
+    rt: Runtime, peer: SdkPeer, prompt: str, said: str
+) -> None:
+    result = rt.run_agent("boss", prompt)
+    assert result.status == "done"  # the lead goes on; its teammate's failure is a result
+    assert result.text.startswith(f"boss: [error] a2a peer {peer.url}")
+    assert said in result.text
+
+
+def test_an_unreachable_peer_is_an_error_result_naming_it() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with Runtime(registry(url), generate=model()) as rt:
+        result = rt.run_agent("boss", "echo anyone")
+    assert result.text == f"boss: [error] a2a peer {url}: connection refused"
+
+
+def test_with_a_state_another_process_answers_the_same_remote_task(peer: SdkPeer, tmp_path: Path) -> None:
+    state = str(tmp_path / "team.db")
+    with Runtime(registry(peer.url), generate=model(), state=state) as rt:
+        asked = rt.run_agent("boss", "ask across processes")
+    assert asked.pending is not None
+    task_id = (asked.pending.data or {})["taskId"]
+    done = subprocess.run(
+        [sys.executable, str(TESTS / "_a2a_caller.py"), "answer", state, peer.url, asked.pending.id, "yes"],
+        capture_output=True, text=True, timeout=WAIT_S * 2,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "done" and result["text"] == "boss: answered: yes"
+    with Runtime(registry(peer.url), generate=model(), state=state) as again:  # one remote task, from both processes
+        assert [event["task"] for event in again.events() if event["event"] == "a2a_task"] == [task_id]
+
+
+@pytest.mark.parametrize(
+    "local", [{"model": "m"}, {"soul": "be nice"}, {"team": ("boss",)}, {"output": {"type": "object"}}]
+)
+def test_a_remote_teammate_with_a_model_of_its_own_is_a_config_error(local: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match="remote A2A agent"):
+        AgentDef("remote", "far away", a2a="http://example.com/a2a", **local)
+
+
+@pytest.mark.parametrize("url", ["example.com", "ftp://example.com/", "", 5])
+def test_a2a_that_is_not_an_http_url_is_a_config_error(url: Any) -> None:
+    with pytest.raises(ConfigError):
+        AgentDef("remote", "far away", a2a=url)
+
+
+def test_a_team_file_and_agent_name_a_remote_teammate(peer: SdkPeer, tmp_path: Path) -> None:
+    from _teamfiles import write_team
+
+    from toolnexus import agent, a2a
+    from toolnexus.cli.teamfile import load_team
+
+    path = write_team(tmp_path, "remote", {"remote": {"does": "a remote agent", "a2a": peer.url}})
+    remote = load_team(str(path)).registry["remote"]
+    assert remote.a2a == a2a.Peer(peer.url)
+    lead = agent("remote", does="a remote agent", a2a=a2a.Peer(peer.url, headers={"Authorization": "Bearer t"}))
+    assert "Bearer" not in repr(lead.definition)  # credentials are never shown
+    result = lead.run("echo from an agent", generate=model())  # no model is asked: the runtime needs one all the same
+    assert result.status == "done" and result.text == "hello world" and result.total_tokens == 0

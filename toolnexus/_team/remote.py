@@ -1,0 +1,104 @@
+"""A remote teammate's turn (``AgentDef(a2a=...)``, CONTRACT §22 "Calling"): one task of a
+remote A2A agent (``_a2a.remote``) instead of the model loop.
+
+The turn's input goes out as a message; the task's rest is the turn's result: ``done``
+(usage 0 tokens, ``turns`` 0), ``pending`` on a ``Request`` of kind ``"a2a"`` (it bubbles
+up as any suspension does: the teammate's own ``wait_for`` first, else its parent's, else
+a person), or ``error`` naming the peer. The resumed turn sends the ``Answer`` on the same
+remote task. The remote task is noted in the turn's journal as soon as it is known (and an
+answer before it is sent), so a turn continued in another process after a crash follows
+that task rather than starting another or answering twice; the runtime's log says so
+(``{"event": "a2a_task", "handle", "task", "url"}``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from .._a2a.peer import Cards
+from .._a2a import remote
+from ..data import AgentResult, Usage
+from .budget import max_turns
+from .handle import RUNNING, Handle, Turn
+
+if TYPE_CHECKING:
+    from .tree import TreeStore
+
+#: Journal note keys: the remote task of the turn, and each answer sent on it.
+TASK_NOTE = "a2a-task"
+ANSWER_NOTE = "a2a-answer-"
+
+
+class RemoteTurns:
+    """The remote teammates' turns of one runtime; each peer's card is read once."""
+
+    def __init__(
+        self, *, tree_store: TreeStore, lineage: Callable[[Handle], Iterator[Handle]], owner: str, nonce: str
+    ) -> None:
+        self._tree_store = tree_store
+        self._lineage = lineage
+        self._owner = owner
+        self._nonce = nonce
+        self._cards = Cards()
+
+    def run(self, handle: Handle, turn: Turn, counted: Callable[[], None]) -> AgentResult:
+        """``turn`` of the remote teammate ``handle``, to its outcome.
+
+        Raises:
+            Cancelled: the turn was interrupted (the remote task is canceled) or taken over.
+        """
+        definition = handle.definition
+        peer = definition.a2a
+        journal = turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, counted)
+        task = journal.noted(TASK_NOTE)
+        known = (str(task["taskId"]), str(task.get("contextId", ""))) if isinstance(task, dict) else None
+        resume = None
+        if turn.resume is not None:
+            asked = turn.resume.request
+            if journal.noted(ANSWER_NOTE + asked.id) is None:  # not sent before a crash: send it now
+                journal.note(ANSWER_NOTE + asked.id, {"sent": True})
+                resume = (asked, turn.resume.answer)
+            data = asked.data or {}
+            known = (str(data.get("taskId", "")), str(data.get("contextId", "")))
+        outcome = remote.run(
+            peer,
+            self._cards,
+            turn.scope,
+            prompt=turn.input,
+            message_id=self._message_id(handle, turn),
+            resume=resume,
+            known=known,
+            note=lambda task_id, context_id: self._note(journal, handle, task_id, context_id),
+            check=lambda: _check(handle, self._owner),
+            wait_for=definition.wait_for,
+            rounds=max_turns(handle.record.budget),
+        )
+        status = outcome.status
+        return AgentResult(
+            text=outcome.text, status=status, is_error=status == "error", pending=outcome.request, turns=0,
+            usage=Usage(), handle_id=handle.id,
+        )
+
+    def _note(self, journal: Any, handle: Handle, task_id: str, context_id: str) -> None:
+        """The remote task, kept in the journal, then in the runtime's log (``a2a_task``)."""
+        journal.note(TASK_NOTE, {"taskId": task_id, "contextId": context_id})
+        where = handle.definition.a2a.where
+        self._tree_store.event({"event": "a2a_task", "handle": handle.id, "task": task_id, "url": where})
+
+    def _message_id(self, handle: Handle, turn: Turn) -> str:
+        """One id per message a turn sends, the same when a continued turn sends it again
+        (a peer that drops repeated message ids then sees one)."""
+        asked = turn.resume.request.id if turn.resume is not None else ""
+        digest = hashlib.sha256(f"{self._nonce}\x00{handle.id}\x00{turn.serial}\x00{asked}".encode()).hexdigest()
+        return f"tn-{digest[:32]}"
+
+
+def _check(handle: Handle, owner: str) -> str | None:
+    """Whether the turn is still ``owner``'s: ``None``; interrupted by another process, or
+    taken over by one."""
+    with handle.lock:
+        handle.sync(exact=True)
+        if handle.owned_by(owner):
+            return None
+        return remote.INTERRUPTED if handle.record.state != RUNNING else remote.TAKEN_OVER
