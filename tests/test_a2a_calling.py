@@ -257,3 +257,13 @@ def test_a_team_file_and_agent_name_a_remote_teammate(peer: SdkPeer, tmp_path: P
     assert "Bearer" not in repr(lead.definition)  # credentials are never shown
     result = lead.run("echo from an agent", generate=model())  # no model is asked: the runtime needs one all the same
     assert result.status == "done" and result.text == "hello world" and result.total_tokens == 0
+
+
+def test_interrupting_a_caller_whose_remote_teammate_asks_cancels_the_remote_task(rt: Runtime, peer: SdkPeer) -> None:
+    mark = peer.mark()
+    asked = rt.run_agent("boss", "ask and forget")
+    assert asked.pending is not None
+    task_id = (asked.pending.data or {})["taskId"]
+    rt.interrupt(asked.handle_id)
+    assert peer.line(f"canceled {task_id}", after=mark)
+    assert rt.open_requests() == []

@@ -14,16 +14,21 @@ that task rather than starting another or answering twice; the runtime's log say
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .._a2a.peer import Cards
+from .._a2a.peer import Cards, PeerError
 from .._a2a import remote
-from ..data import AgentResult, Usage
+from .._a2a.remote import RemoteTask
+from .._model.cancel import CancelScope
+from ..data import AgentResult, Request, Usage
 from .budget import max_turns
 from .handle import RUNNING, Handle, Turn
 
 if TYPE_CHECKING:
     from .tree import TreeStore
+
+log = logging.getLogger("toolnexus")
 
 #: Journal note keys: the remote task of the turn, and each answer sent on it.
 TASK_NOTE = "a2a-task"
@@ -80,6 +85,20 @@ class RemoteTurns:
             usage=Usage(), handle_id=handle.id,
         )
 
+    def cancelled(self, handle: Handle, request: Request) -> None:
+        """``request`` of ``handle`` was cancelled (an interrupt, a close): when it is a
+        remote teammate's question, its remote task is canceled (best effort, bounded)."""
+        peer = handle.definition.a2a if handle.definition is not None else None
+        task_id = (request.data or {}).get("taskId") if request.kind == "a2a" else None
+        if peer is None or not isinstance(task_id, str) or not task_id:
+            return
+        try:
+            card = self._cards.get(peer, None)
+        except PeerError as exc:
+            log.info("a2a: the remote task %s was not canceled: %s", task_id, exc)
+            return
+        RemoteTask(peer, card, CancelScope(), note=_ignore, check=_mine, task_id=task_id).cancel()
+
     def _note(self, journal: Any, handle: Handle, task_id: str, context_id: str) -> None:
         """The remote task, kept in the journal, then in the runtime's log (``a2a_task``)."""
         journal.note(TASK_NOTE, {"taskId": task_id, "contextId": context_id})
@@ -92,6 +111,14 @@ class RemoteTurns:
         asked = turn.resume.request.id if turn.resume is not None else ""
         digest = hashlib.sha256(f"{self._nonce}\x00{handle.id}\x00{turn.serial}\x00{asked}".encode()).hexdigest()
         return f"tn-{digest[:32]}"
+
+
+def _ignore(task_id: str, context_id: str) -> None:
+    return None
+
+
+def _mine() -> None:
+    return None
 
 
 def _check(handle: Handle, owner: str) -> str | None:

@@ -18,7 +18,7 @@ from . import budget as budgets
 from .._run import loop
 from .._run import tracing
 from .agentdef import AgentDef, model_of
-from ..data import AgentResult, Budget, RunResult, Usage
+from ..data import AgentResult, Budget, Request, RunResult, Usage
 from ..errors import Cancelled, ConfigError
 from .._events.log import RunEvents
 from .handle import Handle, Turn
@@ -161,6 +161,11 @@ class TurnRunner:
         """The model calls ``turn`` made so far (served again by its journal included)."""
         with self._calls_lock:
             return turn.model_calls
+
+    def request_cancelled(self, handle: Handle, request: Request) -> None:
+        """``handle``'s pending ``request`` was cancelled: a remote teammate's question
+        cancels its remote task too (what a local turn asked needs nothing more)."""
+        self._remote.cancelled(handle, request)
 
     def run_metric(
         self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None
