@@ -7,7 +7,8 @@ The first word of a new task's text picks what it does:
 and completes on the next message with ``answered: <its text>``; ``wait`` works until
 canceled; ``fail`` fails saying ``it broke``; ``raise`` raises in the executor; ``msg``
 answers with a bare message. It prints ``started <task id>`` and ``canceled <task id>``
-lines, for a test to follow.
+lines, for a test to follow. A second card, at ``/plain/.well-known/agent-card.json``,
+offers the same endpoint without streaming (callers then send ``SendMessage``).
 """
 
 from __future__ import annotations
@@ -83,8 +84,13 @@ def app(port: int) -> Starlette:
         default_output_modes=["text/plain", "application/json"],
         skills=[AgentSkill(id="peer", name="peer", description="echoes, asks, waits, fails", tags=["test"])],
     )
+    plain = AgentCard()
+    plain.CopyFrom(card)
+    plain.capabilities.streaming = False
     handler = DefaultRequestHandler(agent_executor=Peer(), task_store=InMemoryTaskStore(), agent_card=card)
-    return Starlette(routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/"))
+    cards = create_agent_card_routes(card)
+    cards += create_agent_card_routes(plain, card_url="/plain/.well-known/agent-card.json")
+    return Starlette(routes=cards + create_jsonrpc_routes(handler, rpc_url="/"))
 
 
 if __name__ == "__main__":

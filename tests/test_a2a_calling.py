@@ -267,3 +267,12 @@ def test_interrupting_a_caller_whose_remote_teammate_asks_cancels_the_remote_tas
     rt.interrupt(asked.handle_id)
     assert peer.line(f"canceled {task_id}", after=mark)
     assert rt.open_requests() == []
+
+
+def test_a_peer_that_does_not_stream_is_sent_plain_messages(peer: SdkPeer) -> None:
+    with Runtime(registry(peer.url + "/plain"), generate=model()) as rt:
+        assert rt.run_agent("boss", "echo plainly").text == "boss: hello world"
+        asked = rt.run_agent("boss", "ask plainly")
+        assert asked.pending is not None and asked.pending.kind == "a2a"
+        rt.resume(Answer(id=asked.pending.id, ok=True, data={"text": "plain yes"}))
+        assert rt.wait(asked.handle_id, timeout=WAIT_S).text == "boss: answered: plain yes"
