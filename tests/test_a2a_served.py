@@ -19,7 +19,9 @@ from _gunicorn import free_port, serving
 
 pytest.importorskip("gunicorn")
 
-from a2a.client import A2AClientError  # noqa: E402
+import httpx  # noqa: E402
+from a2a.client import A2AClientError, AgentCardResolutionError, ClientConfig, ClientFactory  # noqa: E402
+from a2a.types.a2a_pb2 import SendMessageRequest  # noqa: E402
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError  # noqa: E402
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -226,11 +228,23 @@ def test_the_sdk_client_meets_the_errors_it_knows(peer: Peer) -> None:
     ]
 
 
-def test_a_caller_without_credentials_is_refused_before_the_card(peer: Peer) -> None:
-    async def scenario() -> None:
-        async with Caller(peer.base, None):
-            pass
+def test_a_caller_authorize_refuses_gets_401_for_the_card_and_every_call(peer: Peer) -> None:
+    async def scenario() -> tuple[Exception, Exception]:
+        try:
+            async with Caller(peer.base, None):
+                raise AssertionError("the card was served to a stranger")
+        except AgentCardResolutionError as exc:
+            card_refused: Exception = exc
+        async with Caller(peer.base) as alice, httpx.AsyncClient(timeout=30) as stranger:
+            card = alice.blocking._card  # the card alice read, used by a client without her credentials
+            client = ClientFactory(ClientConfig(streaming=False, httpx_client=stranger)).create(card)
+            try:
+                async for _ in client.send_message(SendMessageRequest(message=message("hello"))):
+                    pass
+            except A2AClientError as exc:
+                return card_refused, exc
+        raise AssertionError("a stranger's message was taken")
 
-    with pytest.raises(Exception) as refused:
-        run(scenario())
-    assert "401" in str(refused.value) or isinstance(refused.value, A2AClientError)
+    card_refused, call_refused = run(scenario())
+    assert getattr(card_refused, "status_code", None) == 401
+    assert "HTTP Error 401" in str(call_refused)
