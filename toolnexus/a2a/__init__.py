@@ -60,13 +60,13 @@ def _service(
     runtime: RuntimeLike,
     *,
     agent: str,
-    authorize: Callable[..., Any] | None,
-    public: bool,
-    version: str,
-    url: str | None,
-    max_streams: int,
-    max_body: int,
-    heartbeat_s: float,
+    authorize: Callable[..., Any] | None = None,
+    public: bool = False,
+    version: str = "1.0.0",
+    url: str | None = None,
+    max_streams: int = MAX_STREAMS,
+    max_body: int = MAX_BODY,
+    heartbeat_s: float = HEARTBEAT_S,
 ) -> Service:
     access = Access.build(authorize, public, what="the A2A endpoint")
     return Service(
@@ -127,75 +127,45 @@ def wsgi_app(
     )
 
 
-def blueprint(
-    runtime: RuntimeLike,
-    *,
-    agent: str,
-    url_prefix: str = "/a2a",
-    version: str = "1.0.0",
-    url: str | None = None,
-    authorize: Callable[..., Any] | None = None,
-    public: bool = False,
-    max_streams: int = MAX_STREAMS,
-    max_body: int = MAX_BODY,
-    heartbeat_s: float = HEARTBEAT_S,
-    name: str = "a2a",
-) -> Any:
+def blueprint(runtime: RuntimeLike, *, agent: str, url_prefix: str = "/a2a", name: str = "a2a", **options: Any) -> Any:
     """The same endpoint as a Flask blueprint: ``POST <url_prefix>/`` and ``GET
     <url_prefix>/.well-known/agent-card.json`` (needs the ``flask`` extra).
 
-    ``authorize`` is called inside the request (``flask.request`` current; it is given
-    the request unless it takes no argument) and may ``flask.abort(401|403)`` itself;
-    ``name`` is the blueprint's name. The other arguments are ``wsgi_app``'s.
+    ``options`` are ``wsgi_app``'s keywords (``authorize``, ``public``, ``version``,
+    ``url``, ``max_streams``, ``max_body``, ``heartbeat_s``). ``authorize`` is called inside
+    the request (``flask.request`` current; it is given the request unless it takes no
+    argument) and may ``flask.abort(401|403)`` itself; ``name`` is the blueprint's name.
 
     Returns:
         A ``flask.Blueprint`` for ``app.register_blueprint``.
 
     Raises:
         ConfigError: as ``wsgi_app``.
+        TypeError: a keyword ``wsgi_app`` does not have.
     """
     from ._flask import build
 
-    service = _service(
-        runtime, agent=agent, authorize=authorize, public=public, version=version, url=url,
-        max_streams=max_streams, max_body=max_body, heartbeat_s=heartbeat_s,
-    )
-    return build(service, url_prefix=url_prefix, name=name)
+    return build(_service(runtime, agent=agent, **options), url_prefix=url_prefix, name=name)
 
 
-def django_urls(
-    runtime: RuntimeLike,
-    *,
-    agent: str,
-    version: str = "1.0.0",
-    url: str | None = None,
-    authorize: Callable[..., Any] | None = None,
-    public: bool = False,
-    max_streams: int = MAX_STREAMS,
-    max_body: int = MAX_BODY,
-    heartbeat_s: float = HEARTBEAT_S,
-    name: str = "a2a",
-) -> list[Any]:
+def django_urls(runtime: RuntimeLike, *, agent: str, name: str = "a2a", **options: Any) -> list[Any]:
     """The same endpoint as Django URL patterns, to include under a prefix::
 
         path("a2a/", include(a2a.django_urls(toolnexus.django.runtime, agent="support",
                                              authorize=lambda request: request.user.get_username() or None)))
 
-    ``authorize`` is given the ``HttpRequest`` (after the middleware: ``request.user`` is
-    the login's) and may raise ``PermissionDenied``; the views are exempt from CSRF (the
-    body must be JSON). ``name`` names the endpoint's URL (the card's is ``<name>-card``).
-    The other arguments are ``wsgi_app``'s.
+    ``options`` are ``wsgi_app``'s keywords. ``authorize`` is given the ``HttpRequest``
+    (after the middleware: ``request.user`` is the login's) and may raise
+    ``PermissionDenied``; the views are exempt from CSRF (the body must be JSON). ``name``
+    names the endpoint's URL (the card's is ``<name>-card``).
 
     Returns:
         A list of ``path()`` entries.
 
     Raises:
         ConfigError: as ``wsgi_app``.
+        TypeError: a keyword ``wsgi_app`` does not have.
     """
     from ._django import build
 
-    service = _service(
-        runtime, agent=agent, authorize=authorize, public=public, version=version, url=url,
-        max_streams=max_streams, max_body=max_body, heartbeat_s=heartbeat_s,
-    )
-    return build(service, name=name)
+    return build(_service(runtime, agent=agent, **options), name=name)

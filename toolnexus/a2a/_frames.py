@@ -15,6 +15,7 @@ import json
 import logging
 from typing import Any, Iterator
 
+from .. import sse
 from .._serve import Binding
 from ..errors import ToolnexusError
 from .._a2a import shapes
@@ -29,7 +30,6 @@ HEADERS = [
     ("Cache-Control", "no-store"),
     ("X-Accel-Buffering", "no"),
 ]
-KEEP_ALIVE = b": keep-alive\n\n"
 
 
 def _frame(reply: dict[str, Any], *, event: str | None = None) -> bytes:
@@ -80,17 +80,12 @@ def streamed(
 
 def _until_rest(tasks: Tasks, handle: str, heartbeat_s: float) -> Iterator[bytes]:
     """Keep-alives while the run goes on; the end once it rests (settled, or waiting on a
-    person anywhere in its tree). Inline, iterating runs the turn."""
-    rt = tasks.rt
-    # The runtime's streams, as ``toolnexus.sse`` reaches them: a watch that also ends at rest.
-    watched = rt._streams.watch(rt._tree.get(handle), None, None, rests=True)
+    person anywhere in its tree): ``toolnexus.sse``'s stream of the run, whose events the
+    task's frames do not need. Inline, iterating runs the turn."""
+    frames = sse.stream(tasks.rt, handle, heartbeat_s=heartbeat_s)
     try:
-        while True:
-            try:
-                event = watched.next_event(heartbeat_s)
-            except StopIteration:
-                return
-            if event is None:
-                yield KEEP_ALIVE
+        for frame in frames:
+            if frame == sse.KEEP_ALIVE:
+                yield frame
     finally:
-        watched.close()
+        frames.close()
