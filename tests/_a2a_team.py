@@ -106,8 +106,9 @@ def per_process(build: Callable[[], Runtime]) -> Callable[[], Runtime]:
     return runtime
 
 
-def app(state: str) -> Any:
-    """The WSGI app of one gunicorn worker: ``lead`` over A2A on the SQLite ``state``."""
+def app(state: str | None) -> Any:
+    """The WSGI app of one gunicorn worker: ``lead`` over A2A on the SQLite ``state`` (in
+    each process's memory with ``None``)."""
     runtime = per_process(lambda: Runtime(registry(runtime), generate=model(), state=state))
     served = a2a.wsgi_app(runtime, agent="lead", authorize=bearer)
 
