@@ -231,7 +231,7 @@ class Link:
         finally:
             set_current_scope(before)
         if response.status_code != 200:
-            excerpt = response.text[:_EXCERPT] if response.status_code < 500 or response.status_code == 503 else ""
+            excerpt = _excerpt(response)
             response.close()
             raise self._failed(f"HTTP {response.status_code}" + (f": {excerpt}" if excerpt else ""))
         return response
@@ -290,6 +290,15 @@ def _call_scope(outer: CancelScope | None) -> Iterator[CancelScope]:
             yield scope
         finally:
             scope.detach_all()
+
+
+def _excerpt(response: requests.Response) -> str:
+    """The start of an error reply's body (a peer's reason), read no further."""
+    try:
+        head = next(response.iter_content(_EXCERPT), b"")
+    except Exception:
+        return ""
+    return head.decode("utf-8", "replace").strip()
 
 
 def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:

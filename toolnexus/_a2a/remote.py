@@ -131,7 +131,10 @@ class Tracker:
             return Outcome("done", shapes.text_of(_parts(self.message)))
         if self.state == shapes.COMPLETED:
             answer = "".join(shapes.text_of(parts) for parts in self.artifacts.values())
-            return Outcome("done", answer or shapes.text_of(note_parts))
+            if not answer:  # no text: the status message's, else what the artifacts hold (data as JSON)
+                parts = [part for each in self.artifacts.values() for part in each]
+                answer = shapes.text_of(note_parts) or shapes.prompt_of(parts)
+            return Outcome("done", answer)
         if self.state in shapes.INTERRUPTED:
             _, value = shapes.first_data(note_parts)
             data = {"taskId": self.task_id, "contextId": self.context_id, "url": peer.url, "data": value}
