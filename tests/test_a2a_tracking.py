@@ -29,7 +29,8 @@ def follow(*results: dict[str, Any]) -> Tracker:
 
 
 def chunk(text: str, append: bool = True) -> dict[str, Any]:
-    return {"artifactUpdate": {"taskId": "t1", "append": append, "artifact": {"artifactId": "a", "parts": [{"text": text}]}}}
+    artifact = {"artifactId": "a", "parts": [{"text": text}]}
+    return {"artifactUpdate": {"taskId": "t1", "append": append, "artifact": artifact}}
 
 
 def test_chunks_with_append_continue_one_artifact_and_join_without_a_separator() -> None:
