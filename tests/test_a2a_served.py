@@ -20,7 +20,13 @@ from _gunicorn import free_port, serving
 pytest.importorskip("gunicorn")
 
 import httpx  # noqa: E402
-from a2a.client import A2AClientError, AgentCardResolutionError, ClientConfig, ClientFactory  # noqa: E402
+from a2a.client import (  # noqa: E402
+    A2ACardResolver,
+    A2AClientError,
+    AgentCardResolutionError,
+    ClientConfig,
+    ClientFactory,
+)
 from a2a.types.a2a_pb2 import SendMessageRequest  # noqa: E402
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError  # noqa: E402
 
@@ -48,7 +54,7 @@ def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
 def test_the_sdk_client_reads_the_card_the_agent_and_its_team(peer: Peer) -> None:
     async def scenario() -> Any:
         async with Caller(peer.base) as caller:
-            return caller.blocking._card  # what the factory resolved and chose its transport from
+            return await A2ACardResolver(caller.http, peer.base).get_agent_card()
 
     card = run(scenario())
     assert card.name == "lead" and card.description == "answers, or asks asker to ship"
@@ -236,7 +242,7 @@ def test_a_caller_authorize_refuses_gets_401_for_the_card_and_every_call(peer: P
         except AgentCardResolutionError as exc:
             card_refused: Exception = exc
         async with Caller(peer.base) as alice, httpx.AsyncClient(timeout=30) as stranger:
-            card = alice.blocking._card  # the card alice read, used by a client without her credentials
+            card = await A2ACardResolver(alice.http, peer.base).get_agent_card()  # read with alice's login
             client = ClientFactory(ClientConfig(streaming=False, httpx_client=stranger)).create(card)
             try:
                 async for _ in client.send_message(SendMessageRequest(message=message("hello"))):
