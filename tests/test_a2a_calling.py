@@ -8,6 +8,7 @@ naming its URL."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -155,21 +156,45 @@ def test_the_parents_wait_for_answers_the_remote_agent(peer: SdkPeer) -> None:
     assert [request.kind for request in seen] == ["a2a"]
 
 
-def remote_task(rt: Runtime) -> str:
-    """The remote task the runtime's remote teammate started, once its log names it."""
-    for _ in range(int(WAIT_S / 0.05)):  # the turn runs on a worker: look until it is there
-        found = [event["task"] for event in rt.events() if event["event"] == "a2a_task"]
-        if found:
-            return str(found[-1])
-        threading.Event().wait(0.05)
-    raise AssertionError(f"no remote task was started: {rt.events()}")
+class RemoteTasks(logging.Handler):
+    """The remote tasks the library says it follows (its debug log), waited for."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.found: list[str] = []
+        self.changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("a2a: %s follows the remote task"):
+            with self.changed:
+                self.found.append(str(record.args[1]))  # type: ignore[index]
+                self.changed.notify_all()
+
+    def next(self) -> str:
+        """The first remote task the runtime knows of (it is then in its journal)."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.found, timeout=WAIT_S), "no remote task was started"
+            return self.found[0]
 
 
-def test_interrupting_the_caller_cancels_the_remote_task(rt: Runtime, peer: SdkPeer) -> None:
+@pytest.fixture
+def remote_tasks() -> Iterator[RemoteTasks]:
+    logger = logging.getLogger("toolnexus")
+    handler, level = RemoteTasks(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def test_interrupting_the_caller_cancels_the_remote_task(
+    rt: Runtime, peer: SdkPeer, remote_tasks: RemoteTasks
+) -> None:
     mark = peer.mark()
     lead = rt.spawn(rt.root, "boss")
     rt.wake(lead, "wait for it")
-    task_id = remote_task(rt)
+    task_id = remote_tasks.next()
     assert peer.line(f"started {task_id}", after=mark)
     rt.interrupt(lead)
     assert peer.line(f"canceled {task_id}", after=mark)
@@ -177,12 +202,12 @@ def test_interrupting_the_caller_cancels_the_remote_task(rt: Runtime, peer: SdkP
     assert remote_child(rt).state == "idle"
 
 
-def test_closing_the_runtime_cancels_a_running_remote_task(peer: SdkPeer) -> None:
+def test_closing_the_runtime_cancels_a_running_remote_task(peer: SdkPeer, remote_tasks: RemoteTasks) -> None:
     mark = peer.mark()
     rt = Runtime(registry(peer.url), generate=model(), shutdown_timeout=0.5)
     lead = rt.spawn(rt.root, "boss")
     rt.wake(lead, "wait some more")
-    task_id = remote_task(rt)
+    task_id = remote_tasks.next()
     closer = threading.Thread(target=rt.close, args=(rt.root,))
     closer.start()
     closer.join(WAIT_S)
@@ -266,7 +291,31 @@ def test_interrupting_a_caller_whose_remote_teammate_asks_cancels_the_remote_tas
     task_id = (asked.pending.data or {})["taskId"]
     rt.interrupt(asked.handle_id)
     assert peer.line(f"canceled {task_id}", after=mark)
-    assert rt.open_requests() == []
+    assert rt.open_requests() == [] and remote_child(rt).state == "idle"
+
+
+def test_closing_a_run_whose_remote_teammate_asks_cancels_the_remote_task(rt: Runtime, peer: SdkPeer) -> None:
+    mark = peer.mark()
+    asked = rt.run_agent("boss", "ask and close")
+    assert asked.pending is not None
+    task_id = (asked.pending.data or {})["taskId"]
+    rt.close(asked.handle_id)
+    assert peer.line(f"canceled {task_id}", after=mark)
+    assert rt.open_requests() == [] and rt.inspect(asked.handle_id).state == "closed"
+
+
+def test_closing_a_runtime_with_a_state_leaves_a_remote_task_that_asks_for_another_process(
+    peer: SdkPeer, tmp_path: Path
+) -> None:
+    mark = peer.mark()
+    with Runtime(registry(peer.url), generate=model(), state=str(tmp_path / "team.db")) as rt:
+        asked = rt.run_agent("boss", "ask and keep")
+    assert asked.pending is not None
+    with Runtime(registry(peer.url), generate=model(), state=str(tmp_path / "team.db")) as again:
+        assert [request.id for request in again.open_requests()] == [asked.pending.id]
+        again.interrupt(asked.handle_id)  # this process gives up on it: now the remote task is canceled
+    assert peer.line(f"canceled {(asked.pending.data or {})['taskId']}", after=mark)
+    assert peer.mark() == mark + 2  # started, canceled: nothing was canceled when the first runtime closed
 
 
 def test_a_peer_that_does_not_stream_is_sent_plain_messages(peer: SdkPeer) -> None:

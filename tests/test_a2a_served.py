@@ -5,7 +5,6 @@ and declined, get, cancel, subscribe, and the errors a caller meets."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from pathlib import Path
@@ -27,7 +26,7 @@ from a2a.client import (  # noqa: E402
     ClientConfig,
     ClientFactory,
 )
-from a2a.types.a2a_pb2 import SendMessageRequest  # noqa: E402
+from a2a.types.a2a_pb2 import SendMessageRequest, SubscribeToTaskRequest  # noqa: E402
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError  # noqa: E402
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -164,10 +163,10 @@ def test_a_cancel_in_another_process_stops_a_working_task_and_its_subscriber_see
     async def scenario() -> tuple[Any, Any, list[Any], Any]:
         async with Caller(peer.base) as caller, Caller(peer.other) as elsewhere:
             started = await caller.send(message("wait for me"), immediately=True)
-            subscriber = asyncio.ensure_future(caller.subscribe(started.id))
-            await asyncio.sleep(0.3)  # let the subscription open (it ends on its own either way)
+            subscription = caller.streaming.subscribe(SubscribeToTaskRequest(id=started.id))
+            first = await anext(subscription)  # the subscription is open: it sent the task
             canceled = await elsewhere.cancel(started.id)
-            followed = await subscriber
+            followed = [first] + [event async for event in subscription]
             assert not set(caller.served_by) & set(elsewhere.served_by)
             return started, canceled, followed, await caller.get(started.id)
 

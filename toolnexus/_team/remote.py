@@ -100,10 +100,12 @@ class RemoteTurns:
         RemoteTask(peer, card, CancelScope(), note=_ignore, check=_mine, task_id=task_id).cancel()
 
     def _note(self, journal: Any, handle: Handle, task_id: str, context_id: str) -> None:
-        """The remote task, kept in the journal, then in the runtime's log (``a2a_task``)."""
+        """The remote task, kept in the journal, then in the runtime's log (``a2a_task``) and
+        the library's (debug)."""
         journal.note(TASK_NOTE, {"taskId": task_id, "contextId": context_id})
         where = handle.definition.a2a.where
         self._tree_store.event({"event": "a2a_task", "handle": handle.id, "task": task_id, "url": where})
+        log.debug("a2a: %s follows the remote task %s of %s", handle.id, task_id, where)
 
     def _message_id(self, handle: Handle, turn: Turn) -> str:
         """One id per message a turn sends, the same when a continued turn sends it again
