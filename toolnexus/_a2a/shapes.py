@@ -89,12 +89,8 @@ def message(
     context_id: str | None = None,
 ) -> dict[str, Any]:
     """A ``Message``."""
-    made: dict[str, Any] = {"messageId": message_id, "role": role, "parts": parts}
-    if context_id:
-        made["contextId"] = context_id
-    if task_id:
-        made["taskId"] = task_id
-    return made
+    ids = {"contextId": context_id, "taskId": task_id}
+    return {"messageId": message_id, "role": role, "parts": parts, **{key: v for key, v in ids.items() if v}}
 
 
 def status(state: str, at: str, note: dict[str, Any] | None = None) -> dict[str, Any]:
