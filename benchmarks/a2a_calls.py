@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -35,57 +32,26 @@ sys.path.insert(0, str(ROOT / "tests"))
 import requests  # noqa: E402
 
 from _a2a_caller import model, registry  # noqa: E402
-from _gunicorn import free_port  # noqa: E402
+from _a2a_peer import started_peer  # noqa: E402
+from _gunicorn import free_port, serving  # noqa: E402
+from _rates import THREAD_OFFSET, medians_of, per_second  # noqa: E402
 from toolnexus import Runtime  # noqa: E402
 
 HEADERS = {"Content-Type": "application/json", "A2A-Version": "1.0", "Authorization": "Bearer alice"}
 
 
 @contextlib.contextmanager
-def serving(command: list[str], url: str) -> Iterator[str]:
-    """A server process, once its card answers (any status)."""
-    proc = subprocess.Popen(command, cwd=ROOT / "tests", stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(600):
-            try:
-                requests.get(url + "/.well-known/agent-card.json", timeout=5)
-                break
-            except requests.RequestException:
-                time.sleep(0.05)  # another process: poll until it listens
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
-def gunicorn(app: str) -> contextlib.AbstractContextManager[str]:
+def gunicorn(app: str) -> Iterator[str]:
+    """``app`` under gunicorn: one process, ``gthread`` with 8 threads."""
     port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", "gthread", "--threads", "8",
-               "-b", f"127.0.0.1:{port}", app]
-    return serving(command, f"http://127.0.0.1:{port}")
-
-
-def sdk_peer() -> contextlib.AbstractContextManager[str]:
-    port = free_port()
-    return serving([sys.executable, "_a2a_sdk_peer.py", str(port)], f"http://127.0.0.1:{port}")
+    with serving(port, str(ROOT / "tests"), app, "-w", "1", "-k", "gthread", "--threads", "8"):
+        yield f"http://127.0.0.1:{port}"
 
 
 def rate(calls: int, threads: int, one: Callable[[Any], None], make: Callable[[], Any]) -> float:
-    """Calls per second of ``one(state)`` from ``threads`` threads, each with ``make()``."""
-    each = calls // threads
+    """Calls per second of ``one(state)`` from ``threads`` threads, each with its own ``make()``."""
     states = [make() for _ in range(threads)]
-
-    def work(state: Any) -> None:
-        for _ in range(each):
-            one(state)
-
-    workers = [threading.Thread(target=work, args=(state,)) for state in states]
-    begun = time.perf_counter()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return each * threads / (time.perf_counter() - begun)
+    return per_second(threads, calls // threads, lambda offset: one(states[offset // THREAD_OFFSET]))
 
 
 def send(url: str) -> Callable[[requests.Session], None]:
@@ -104,23 +70,23 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=80)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
-    results: dict[str, list[float]] = {}
     state = str(Path(tempfile.mkdtemp()) / "tasks.db")
     with gunicorn("_a2a_team:app(None)") as memory, gunicorn(f"_a2a_team:app({state!r})") as stored:
-        with sdk_peer() as peer, Runtime(registry(peer), generate=model()) as rt:
-            measured = {
+        with started_peer() as peer, Runtime(registry(peer.url), generate=model()) as rt:
+            measured: dict[str, Callable[[int], float]] = {
                 "served: toolnexus, memory": lambda t: rate(options.calls, t, send(memory), requests.Session),
                 "served: toolnexus, SQLite": lambda t: rate(options.calls, t, send(stored), requests.Session),
-                "served: a2a-sdk server": lambda t: rate(options.calls, t, send(peer), requests.Session),
+                "served: a2a-sdk server": lambda t: rate(options.calls, t, send(peer.url), requests.Session),
                 "called: remote teammate": lambda t: rate(
                     options.calls, t, lambda _: rt.run_agent("boss", "echo"), lambda: None
                 ),
             }
-            for _ in range(options.rounds):
-                for name, measure in measured.items():
-                    for threads in (1, 8):
-                        results.setdefault(f"{name}, {threads} thread(s)", []).append(measure(threads))
-    report = {name: round(statistics.median(values), 1) for name, values in results.items()}
+            plans = {
+                f"{name}, {threads} thread(s)": functools.partial(measure, threads)
+                for name, measure in measured.items()
+                for threads in (1, 8)
+            }
+            report = {name: round(value, 1) for name, value in medians_of(plans, options.rounds).items()}
     if options.json:
         print(json.dumps(report, indent=2))
         return

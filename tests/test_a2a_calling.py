@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from _a2a_caller import model, registry
+from _a2a_peer import TESTS, WAIT_S, SdkPeer, started_peer
 from _gunicorn import free_port
 from toolnexus import AgentDef, Answer, Runtime
 from toolnexus.errors import ConfigError
@@ -25,78 +26,10 @@ from toolnexus.errors import ConfigError
 pytest.importorskip("uvicorn")
 pytest.importorskip("a2a.server")
 
-TESTS = Path(__file__).resolve().parent
-#: How long the peer may take to start, and a scenario to end.
-WAIT_S = 30.0
-
-
-class SdkPeer:
-    """The a2a-sdk server in a subprocess; ``line(prefix)`` waits for a line it printed."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(TESTS / "_a2a_sdk_peer.py"), str(port)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        self._lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, name="sdk-peer-output", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._changed:
-                self._lines.append(line.strip())
-                self._changed.notify_all()
-
-    def mark(self) -> int:
-        """Where the peer's output is now: ``line(..., after=mark)`` looks only past it."""
-        with self._changed:
-            return len(self._lines)
-
-    def line(self, prefix: str, after: int = 0) -> str:
-        with self._changed:
-            found = self._changed.wait_for(
-                lambda: next((each for each in self._lines[after:] if each.startswith(prefix)), None), timeout=WAIT_S
-            )
-        assert found is not None, f"the peer never printed {prefix!r}: {self._lines}"
-        return found
-
-    def ready(self) -> None:
-        import requests
-
-        deadline_tries = int(WAIT_S / 0.1)
-        for _ in range(deadline_tries):  # another process: poll until it serves its card
-            try:
-                if requests.get(self.url + "/.well-known/agent-card.json", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
-            if self.proc.poll() is not None:
-                break
-            threading.Event().wait(0.1)
-        pytest.fail(f"the a2a-sdk peer did not start: {self._lines}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def peer() -> Iterator[SdkPeer]:
-    served = SdkPeer(free_port())
-    try:
-        served.ready()
+    with started_peer() as served:
         yield served
-    finally:
-        served.stop()
 
 
 @pytest.fixture
@@ -170,11 +103,13 @@ class RemoteTasks(logging.Handler):
                 self.found.append(str(record.args[1]))  # type: ignore[index]
                 self.changed.notify_all()
 
-    def next(self) -> str:
-        """The first remote task the runtime knows of (it is then in its journal)."""
+    def followed(self, peer: SdkPeer, mark: int) -> str:
+        """The task the peer started after ``mark``, once the library follows it (it is
+        then in the turn's journal, and an interrupt cancels it)."""
+        task_id = peer.line("started ", after=mark).split()[1]
         with self.changed:
-            assert self.changed.wait_for(lambda: self.found, timeout=WAIT_S), "no remote task was started"
-            return self.found[0]
+            assert self.changed.wait_for(lambda: task_id in self.found, timeout=WAIT_S), f"{task_id} not followed"
+        return task_id
 
 
 @pytest.fixture
@@ -194,8 +129,7 @@ def test_interrupting_the_caller_cancels_the_remote_task(
     mark = peer.mark()
     lead = rt.spawn(rt.root, "boss")
     rt.wake(lead, "wait for it")
-    task_id = remote_tasks.next()
-    assert peer.line(f"started {task_id}", after=mark)
+    task_id = remote_tasks.followed(peer, mark)
     rt.interrupt(lead)
     assert peer.line(f"canceled {task_id}", after=mark)
     assert rt.wait(lead, timeout=WAIT_S).status == "interrupted"
@@ -207,7 +141,7 @@ def test_closing_the_runtime_cancels_a_running_remote_task(peer: SdkPeer, remote
     rt = Runtime(registry(peer.url), generate=model(), shutdown_timeout=0.5)
     lead = rt.spawn(rt.root, "boss")
     rt.wake(lead, "wait some more")
-    task_id = remote_tasks.next()
+    task_id = remote_tasks.followed(peer, mark)
     closer = threading.Thread(target=rt.close, args=(rt.root,))
     closer.start()
     closer.join(WAIT_S)
@@ -284,24 +218,17 @@ def test_a_team_file_and_agent_name_a_remote_teammate(peer: SdkPeer, tmp_path: P
     assert result.status == "done" and result.text == "hello world" and result.total_tokens == 0
 
 
-def test_interrupting_a_caller_whose_remote_teammate_asks_cancels_the_remote_task(rt: Runtime, peer: SdkPeer) -> None:
+@pytest.mark.parametrize("stop", ["interrupt", "close"])
+def test_interrupting_or_closing_a_run_whose_remote_teammate_asks_cancels_the_remote_task(
+    rt: Runtime, peer: SdkPeer, stop: str
+) -> None:
     mark = peer.mark()
-    asked = rt.run_agent("boss", "ask and forget")
+    asked = rt.run_agent("boss", f"ask and {stop}")
     assert asked.pending is not None
     task_id = (asked.pending.data or {})["taskId"]
-    rt.interrupt(asked.handle_id)
+    getattr(rt, stop)(asked.handle_id)
     assert peer.line(f"canceled {task_id}", after=mark)
-    assert rt.open_requests() == [] and remote_child(rt).state == "idle"
-
-
-def test_closing_a_run_whose_remote_teammate_asks_cancels_the_remote_task(rt: Runtime, peer: SdkPeer) -> None:
-    mark = peer.mark()
-    asked = rt.run_agent("boss", "ask and close")
-    assert asked.pending is not None
-    task_id = (asked.pending.data or {})["taskId"]
-    rt.close(asked.handle_id)
-    assert peer.line(f"canceled {task_id}", after=mark)
-    assert rt.open_requests() == [] and rt.inspect(asked.handle_id).state == "closed"
+    assert rt.open_requests() == [] and remote_child(rt).state == ("idle" if stop == "interrupt" else "closed")
 
 
 def test_closing_a_runtime_with_a_state_leaves_a_remote_task_that_asks_for_another_process(

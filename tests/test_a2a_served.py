@@ -50,6 +50,12 @@ def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peer]:
             yield Peer(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{other}")
 
 
+async def sent(base: str, text: str) -> Any:
+    """The task a message of ``text`` from alice rests in."""
+    async with Caller(base) as caller:
+        return await caller.send(message(text))
+
+
 def test_the_sdk_client_reads_the_card_the_agent_and_its_team(peer: Peer) -> None:
     async def scenario() -> Any:
         async with Caller(peer.base) as caller:
@@ -66,11 +72,7 @@ def test_the_sdk_client_reads_the_card_the_agent_and_its_team(peer: Peer) -> Non
 
 
 def test_a_message_completes_a_task_whose_artifact_is_the_answer(peer: Peer) -> None:
-    async def scenario() -> Any:
-        async with Caller(peer.base) as caller:
-            return await caller.send(message("hello there"))
-
-    task = run(scenario())
+    task = run(sent(peer.base, "hello there"))
     assert state(task) == "TASK_STATE_COMPLETED"
     assert artifact_text(task) == "lead heard: hello there"
     assert [m.parts[0].text for m in task.history] == ["hello there"]
@@ -195,11 +197,7 @@ def test_cancel_of_a_task_that_waits_for_input_cancels_its_request(peer: Peer) -
 
 
 def test_a_run_that_fails_is_a_failed_task_that_says_why(peer: Peer) -> None:
-    async def scenario() -> Any:
-        async with Caller(peer.base) as caller:
-            return await caller.send(message("break it"))
-
-    task = run(scenario())
+    task = run(sent(peer.base, "break it"))
     assert state(task) == "TASK_STATE_FAILED"
     assert "the model broke" in task.status.message.parts[0].text
 
