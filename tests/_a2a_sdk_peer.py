@@ -5,7 +5,8 @@ The first word of a new task's text picks what it does:
 ``echo`` completes with an artifact sent as two chunks (``hello `` then ``world``);
 ``ask`` wants input (a text part and a data part ``{"kind": "approval", "amount": 5}``)
 and completes on the next message with ``answered: <its text>``; ``wait`` works until
-canceled; ``fail`` fails saying ``it broke``; ``raise`` raises in the executor; ``msg``
+canceled; ``hold`` works until ``POST /release/<task id>``, then completes with
+``released``; ``fail`` fails saying ``it broke``; ``raise`` raises in the executor; ``msg``
 answers with a bare message. It prints ``started <task id>`` and ``canceled <task id>``
 lines, for a test to follow. A second card, at ``/plain/.well-known/agent-card.json``,
 offers the same endpoint without streaming (callers then send ``SendMessage``).
@@ -25,6 +26,18 @@ from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, TaskState
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+
+#: The events ``hold`` tasks wait for, by task id.
+HELD: dict[str, asyncio.Event] = {}
+
+
+async def release(request: Request) -> Response:
+    HELD.setdefault(request.path_params["task_id"], asyncio.Event()).set()
+    return Response(status_code=204)
 
 
 def say(line: str) -> None:
@@ -58,6 +71,10 @@ class Peer(AgentExecutor):
             await updater.requires_input(updater.new_agent_message(question))
         elif word == "wait":
             await asyncio.sleep(600)
+        elif word == "hold":
+            await asyncio.wait_for(HELD.setdefault(task.id, asyncio.Event()).wait(), 600)
+            await updater.add_artifact([new_text_part("released")], name="held")
+            await updater.complete()
         elif word == "fail":
             await updater.failed(updater.new_agent_message([new_text_part("it broke")]))
         elif word == "raise":
@@ -90,7 +107,8 @@ def app(port: int) -> Starlette:
     handler = DefaultRequestHandler(agent_executor=Peer(), task_store=InMemoryTaskStore(), agent_card=card)
     cards = create_agent_card_routes(card)
     cards += create_agent_card_routes(plain, card_url="/plain/.well-known/agent-card.json")
-    return Starlette(routes=cards + create_jsonrpc_routes(handler, rpc_url="/"))
+    released = [Route("/release/{task_id}", release, methods=["POST"])]
+    return Starlette(routes=cards + released + create_jsonrpc_routes(handler, rpc_url="/"))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import requests
 
 from _a2a_caller import model, registry
 from _a2a_peer import TESTS, WAIT_S, SdkPeer, started_peer
@@ -187,6 +188,22 @@ def test_with_a_state_another_process_answers_the_same_remote_task(peer: SdkPeer
     assert result["status"] == "done" and result["text"] == "boss: answered: yes"
     with Runtime(registry(peer.url), generate=model(), state=state) as again:  # one remote task, from both processes
         assert [event["task"] for event in again.events() if event["event"] == "a2a_task"] == [task_id]
+
+
+def test_a_turn_another_runtime_continues_follows_the_same_remote_task(
+    peer: SdkPeer, tmp_path: Path, remote_tasks: RemoteTasks
+) -> None:
+    state, mark = str(tmp_path / "team.db"), peer.mark()
+    first = Runtime(registry(peer.url), generate=model(), state=state, shutdown_timeout=0.5)
+    lead = first.spawn(first.root, "boss")
+    first.wake(lead, "hold on")
+    task_id = remote_tasks.followed(peer, mark)
+    first.release()  # its process lets go: the turns are orphans, the remote task goes on
+    with Runtime(registry(peer.url), generate=model(), state=state) as again:  # recovers the orphans
+        requests.post(f"{peer.url}/release/{task_id}", timeout=WAIT_S).raise_for_status()
+        assert again.wait(lead.id, timeout=WAIT_S).text == "boss: released"
+        assert [event["task"] for event in again.events() if event["event"] == "a2a_task"] == [task_id]
+    assert peer.mark() == mark + 1  # started once, never canceled
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,10 @@ A streaming peer is sent ``SendStreamingMessage``: its first frame names the tas
 is noted at once (``note``), so that an interrupt can cancel it and a turn continued
 after a crash follows the same task instead of starting another. A stream that ends
 before the task rests is followed again (``GetTask``, then ``SubscribeToTask``), a few
-times. An interrupt (the turn's ``CancelScope``, or ``check`` saying another process
-interrupted the turn) sends ``CancelTask`` and raises ``Cancelled``.
+times. An interrupt (``check`` saying the turn was interrupted, here or in another
+process) sends ``CancelTask`` and raises ``Cancelled``; a turn whose scope is cancelled
+while it is still its process's (the runtime lets go of a state) raises ``Cancelled``
+and leaves the task to the process that continues the turn.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ log = logging.getLogger("toolnexus")
 RESTING = shapes.TERMINAL | shapes.INTERRUPTED
 #: How many times a task whose stream ended before it rested is followed again.
 FOLLOW_AGAIN = 3
-#: What ``check`` says when the turn is not this process's any more.
-INTERRUPTED, TAKEN_OVER = "interrupted", "taken over"
+#: What ``check`` says when the turn is not this process's any more; and why a turn that
+#: is still its own stops (its runtime lets go).
+INTERRUPTED, TAKEN_OVER, LET_GO = "interrupted", "taken over", "let go"
 
 
 @attrs.frozen
@@ -259,10 +262,13 @@ class RemoteTask:
         return tracker.outcome(self.peer)
 
     def _stop_if_interrupted(self) -> None:
-        """An interrupt of this process's (the scope), or one another process made (seen
-        by ``check``): cancel the remote task and stop. Taken over by another process:
-        stop, leaving the task to it."""
-        why = INTERRUPTED if self._scope.cancelled else self._check()
+        """An interrupt, of this process's or another's (``check`` says so): cancel the
+        remote task and stop. Taken over by another process, or the scope cancelled while
+        the turn is still this process's (its runtime lets go of a state): stop, leaving
+        the task to whoever continues the turn."""
+        why = self._check()
+        if why is None and self._scope.cancelled:
+            why = LET_GO
         if why is None:
             return
         if why == INTERRUPTED:
