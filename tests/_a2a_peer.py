@@ -46,6 +46,11 @@ class SdkPeer:
         with self._changed:
             return len(self._lines)
 
+    def lines(self, after: int = 0) -> list[str]:
+        """What the peer printed past ``after``."""
+        with self._changed:
+            return self._lines[after:]
+
     def line(self, prefix: str, after: int = 0) -> str:
         with self._changed:
             found = self._changed.wait_for(

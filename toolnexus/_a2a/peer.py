@@ -40,7 +40,12 @@ _EXCERPT = 200
 
 
 class PeerError(ToolnexusError):
-    """A remote agent could not be reached or did not answer as A2A says."""
+    """A remote agent could not be reached or did not answer as A2A says; ``code`` is the
+    JSON-RPC error's code when it answered with one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _headers(value: Mapping[str, str] | None) -> dict[str, str]:
@@ -316,5 +321,9 @@ def _result(reply: Any, peer: Peer, method: str) -> Any:
     error = reply.get("error") if isinstance(reply, dict) else None
     if isinstance(error, dict):
         message = str(error.get("message", ""))[:_EXCERPT]
-        raise PeerError(f"a2a peer {peer.where}: {method} failed with error {error.get('code')}: {message}")
+        code = error.get("code")
+        raise PeerError(
+            f"a2a peer {peer.where}: {method} failed with error {code}: {message}",
+            code if isinstance(code, int) and not isinstance(code, bool) else None,
+        )
     raise PeerError(f"a2a peer {peer.where}: {method} got a reply that is not JSON-RPC")

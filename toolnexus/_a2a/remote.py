@@ -32,7 +32,7 @@ from ..data import Answer, Request, make_request
 from ..errors import Cancelled
 from .._model.cancel import CancelScope
 from ..wire import to_wire
-from . import shapes
+from . import rpc, shapes
 from .peer import CANCEL_TIMEOUT_S, Card, Cards, Link, Peer, PeerError
 
 log = logging.getLogger("toolnexus")
@@ -252,14 +252,28 @@ class RemoteTask:
                 break
             if tracker.task_id is None:
                 raise PeerError("the reply ended before it named its task")
-            self._take_all(iter([{"task": self._link.call("GetTask", {"id": tracker.task_id})}]))
+            self._read(tracker.task_id)
             if not tracker.resting:
                 if not self.card.streaming:
                     raise PeerError(f"task {tracker.task_id} is still {tracker.state}; try again later")
-                self._take_all(self._link.stream("SubscribeToTask", {"id": tracker.task_id}))
+                self._subscribe(tracker.task_id)
+        if not tracker.resting and tracker.task_id is not None:
+            self._read(tracker.task_id)  # the last stream may have ended as the task did
         if not tracker.resting:
             raise PeerError(f"task {tracker.task_id} did not rest: its streams ended while it was {tracker.state}")
         return tracker.outcome(self.peer)
+
+    def _read(self, task_id: str) -> None:
+        self._take_all(iter([{"task": self._link.call("GetTask", {"id": task_id})}]))
+
+    def _subscribe(self, task_id: str) -> None:
+        """Follow the task's stream; one that ended since it was read (``-32004``) is read
+        again by the caller."""
+        try:
+            self._take_all(self._link.stream("SubscribeToTask", {"id": task_id}))
+        except PeerError as exc:
+            if exc.code != rpc.UNSUPPORTED_OPERATION:
+                raise
 
     def _stop_if_interrupted(self) -> None:
         """An interrupt, of this process's or another's (``check`` says so): cancel the
