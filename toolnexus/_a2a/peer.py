@@ -140,8 +140,8 @@ class Cards:
         self._lock = threading.Lock()  # guards: _found
         self._found: dict[str, Card] = {}
 
-    def get(self, peer: Peer, scope: CancelScope | None) -> Card:
-        """``peer``'s card.
+    def get(self, peer: Peer, scope: CancelScope | None, *, timeout: float | None = None) -> Card:
+        """``peer``'s card (read within ``timeout`` seconds when given, else the peer's).
 
         Raises:
             PeerError: it could not be read.
@@ -150,7 +150,7 @@ class Cards:
             found = self._found.get(peer.url)
         if found is not None:
             return found
-        body = Link(peer, peer.url.rstrip("/") + CARD_PATH, scope).get()
+        body = Link(peer, peer.url.rstrip("/") + CARD_PATH, scope, timeout=timeout).get()
         card = read_card(body, peer)
         with self._lock:
             return self._found.setdefault(peer.url, card)

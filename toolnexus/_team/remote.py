@@ -17,7 +17,7 @@ import hashlib
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .._a2a.peer import Cards, PeerError
+from .._a2a.peer import CANCEL_TIMEOUT_S, Cards, PeerError
 from .._a2a import remote
 from .._a2a.remote import RemoteTask
 from .._model.cancel import CancelScope
@@ -93,7 +93,7 @@ class RemoteTurns:
         if peer is None or not isinstance(task_id, str) or not task_id:
             return
         try:
-            card = self._cards.get(peer, None)
+            card = self._cards.get(peer, None, timeout=CANCEL_TIMEOUT_S)
         except PeerError as exc:
             log.info("a2a: the remote task %s was not canceled: %s", task_id, exc)
             return
