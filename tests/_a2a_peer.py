@@ -41,20 +41,22 @@ class SdkPeer:
                 self._lines.append(line.strip())
                 self._changed.notify_all()
 
-    def mark(self) -> int:
-        """Where the peer's output is now: ``line(..., after=mark)`` looks only past it."""
+    def lines(self) -> list[str]:
+        """What the peer printed so far (its output is read on a thread: a line may come late)."""
         with self._changed:
-            return len(self._lines)
+            return list(self._lines)
 
-    def lines(self, after: int = 0) -> list[str]:
-        """What the peer printed past ``after``."""
-        with self._changed:
-            return self._lines[after:]
+    def state(self, task_id: str) -> str:
+        """The task's state, as the peer's ``GetTask`` says."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+        reply = requests.post(self.url + "/", json=body, headers={"A2A-Version": "1.0"}, timeout=WAIT_S).json()
+        return str(reply["result"]["status"]["state"])
 
-    def line(self, prefix: str, after: int = 0) -> str:
+    def line(self, prefix: str) -> str:
+        """The first line the peer printed that starts with ``prefix``, once it is read."""
         with self._changed:
             found = self._changed.wait_for(
-                lambda: next((each for each in self._lines[after:] if each.startswith(prefix)), None), timeout=WAIT_S
+                lambda: next((each for each in self._lines if each.startswith(prefix)), None), timeout=WAIT_S
             )
         assert found is not None, f"the peer never printed {prefix!r}: {self._lines}"
         return found

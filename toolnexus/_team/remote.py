@@ -26,7 +26,7 @@ from .budget import max_turns
 from .handle import RUNNING, Handle, Turn
 
 if TYPE_CHECKING:
-    from .tree import TreeStore
+    from .._stores.parts import TreeStore
 
 log = logging.getLogger("toolnexus")
 
@@ -55,7 +55,7 @@ class RemoteTurns:
         """
         definition = handle.definition
         peer = definition.a2a
-        journal = turn.journal = self._tree_store.journal(handle, turn, self._lineage, self._owner, counted)
+        journal = turn.journal = self._tree_store.journal.open(handle, turn, self._lineage, self._owner, counted)
         task = journal.noted(TASK_NOTE)
         known = (str(task["taskId"]), str(task.get("contextId", ""))) if isinstance(task, dict) else None
         resume = None
@@ -104,7 +104,7 @@ class RemoteTurns:
         the library's (debug)."""
         journal.note(TASK_NOTE, {"taskId": task_id, "contextId": context_id})
         where = handle.definition.a2a.where
-        self._tree_store.event({"event": "a2a_task", "handle": handle.id, "task": task_id, "url": where})
+        self._tree_store.events.add_log({"event": "a2a_task", "handle": handle.id, "task": task_id, "url": where})
         log.debug("a2a: %s follows the remote task %s of %s", handle.id, task_id, where)
 
     def _message_id(self, handle: Handle, turn: Turn) -> str:
