@@ -5,7 +5,7 @@ preflight; ``authorize`` is given the ``HttpRequest`` (``request.user`` is the l
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import path
@@ -21,7 +21,6 @@ def build(service: Service, *, name: str) -> list[Any]:
     """The URL patterns of ``service``: ``""`` (the JSON-RPC endpoint, named ``name``) and
     ``.well-known/agent-card.json`` (named ``<name>-card``)."""
 
-    @csrf_exempt
     def rpc(request: Any) -> Any:
         if request.method != "POST":
             return response(not_here(405, "POST"))
@@ -48,7 +47,8 @@ def build(service: Service, *, name: str) -> list[Any]:
         here = request.build_absolute_uri(request.path)
         return response(service.card(here[: len(here) - len(CARD_PATH)] + "/"))
 
-    return [path("", rpc, name=name), path(CARD_PATH.lstrip("/"), card, name=f"{name}-card")]
+    exempt: Callable[[Any], Any] = csrf_exempt(rpc)
+    return [path("", exempt, name=name), path(CARD_PATH.lstrip("/"), card, name=f"{name}-card")]
 
 
 def response(reply: Reply) -> Any:

@@ -88,4 +88,6 @@ def _until_rest(tasks: Tasks, handle: str, heartbeat_s: float) -> Iterator[bytes
             if frame == sse.KEEP_ALIVE:
                 yield frame
     finally:
-        frames.close()
+        close = getattr(frames, "close", None)  # a generator: its cleanup runs now, not when collected
+        if close is not None:
+            close()

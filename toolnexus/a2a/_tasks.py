@@ -271,6 +271,7 @@ class Tasks:
         """The task's ``TaskStatus``: waiting for input, the agent's message has the prompt
         and the ``Request`` as a data part; failed or canceled, a text part says why."""
         parts: list[dict[str, Any]] = []
+        note_id = ""
         if now.request is not None:
             parts = [shapes.text_part(now.request.prompt), shapes.data_part(to_wire(now.request))]
             note_id = f"{binding.id}.{now.request.id}"
