@@ -36,26 +36,19 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 SERVER = [sys.executable, str(ROOT / "tests" / "_mcp_server.py"), "stdio"]
 
+from _rates import medians_of, per_second
 from toolnexus import ToolContext
 from toolnexus import mcp
 
 
 def ours(server: mcp.MCPServer, calls: int, threads: int) -> float:
     """Calls per second from ``threads`` threads sharing ``server``'s one session."""
-    each = calls // threads
 
     def work(offset: int) -> None:
-        for n in range(each):
-            result = server.call("add", {"a": offset + n, "b": 1})
-            assert result.output == str(offset + n + 1), result.output
+        result = server.call("add", {"a": offset, "b": 1})
+        assert result.output == str(offset + 1), result.output
 
-    workers = [threading.Thread(target=work, args=(t * 100000,)) for t in range(threads)]
-    begun = time.perf_counter()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return each * threads / (time.perf_counter() - begun)
+    return per_second(threads, calls // threads, work)
 
 
 class SDKClient:
@@ -129,18 +122,6 @@ def interrupt_latency(
         assert result.is_error and "interrupted" in result.output, result.output
         timer.join()
     return found
-
-
-def medians_of(plans: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
-    """The median of each plan over ``rounds`` rounds that alternate the plans (after one
-    warm-up round, not counted)."""
-    samples: dict[str, list[float]] = {label: [] for label in plans}
-    for plan in plans.values():
-        plan()
-    for _ in range(rounds):
-        for label, plan in plans.items():
-            samples[label].append(plan())
-    return {label: statistics.median(values) for label, values in samples.items()}
 
 
 def client_side(rounds: int, calls: int) -> dict[str, Any]:

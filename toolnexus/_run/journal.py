@@ -242,6 +242,19 @@ class TurnJournal:
 
         self._in_chain(record)
 
+    def noted(self, key: str) -> Any:
+        """What the turn noted under ``key`` before (``note``), or ``None``."""
+        found = None if self._fresh else self._get("note", 0, key)
+        return found[1] if found is not None else None
+
+    def note(self, key: str, payload: Any) -> None:
+        """Keep ``payload`` (plain JSON) under ``key`` with the turn's journal, fenced by its
+        owner: what a continued turn must find again that is neither a model reply nor a
+        tool result (the task a remote teammate's turn started). No ledger charge."""
+        with self._handle.lock, self._rows.change(self._handle, dirty=False):
+            self._fence()
+            self._put("note", 0, key, "done", payload)
+
     def _in_chain(self, work: Callable[[list[Handle]], None]) -> None:
         """``work(chain)`` with the handle and its ancestors locked, root first, in one unit
         of work, fenced by the owner."""

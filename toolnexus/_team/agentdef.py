@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
+from .._a2a.peer import Peer, as_peer
 from ..data import Answer, Budget, Request
 from ..errors import ConfigError, WireError
 from ..hooks import HooksLike
@@ -96,6 +97,9 @@ class AgentDef:
     #: A ``tool_choice`` that forces a call holds only until the turn has called a tool, then
     #: is sent as ``auto`` (so the model can answer: forced on every step it never could).
     reset_tool_choice: bool = attrs.field(default=False, kw_only=True)
+    #: A remote A2A agent as this teammate (the base URL of its Agent Card, or an
+    #: ``a2a.Peer`` with credentials): its turns are tasks of that agent, not model calls.
+    a2a: Peer | None = attrs.field(default=None, kw_only=True, converter=as_peer)
 
     def __attrs_post_init__(self) -> None:
         if self.team and any(getattr(own, "name", None) == "task" for own in self.tools):
@@ -108,10 +112,31 @@ class AgentDef:
                 f"agent {self.name!r} has output, which needs the tool name {FINAL_RESULT!r}:"
                 f" rename its own {FINAL_RESULT!r} tool"
             )
+        if self.a2a is not None:
+            _check_remote(self)
 
     @property
     def team_names(self) -> tuple[str, ...]:
         return tuple(member.name if _is_agent(member) else str(member) for member in self.team)
+
+
+def _check_remote(definition: AgentDef) -> None:
+    """A remote teammate is all the remote agent: nothing of a model's may go with it."""
+    local = [
+        name
+        for name, given in (
+            ("model", definition.model not in ("inherit", "", None)),
+            ("tools", bool(definition.tools)),
+            ("team", bool(definition.team)),
+            ("soul", bool(definition.soul)),
+            ("output", definition.output is not None),
+        )
+        if given
+    ]
+    if local:
+        raise ConfigError(
+            f"agent {definition.name!r} is a remote A2A agent (a2a=), so it cannot also have {', '.join(local)}"
+        )
 
 
 def model_of(definition: AgentDef, default: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, ContextManager
 
+from ..data import Request
 from .agentdef import call_lifecycle
 from .handle import CLOSED, IDLE, RUNNING, SUSPENDED, Handle, Turn
 from .tree import HandleTree
@@ -21,8 +22,10 @@ class Closer:
     """Interrupts and closes the handles of one runtime's tree.
 
     ``turn_calls`` counts a running turn's model calls, ``release_slot`` hands a stopped
-    turn's slot on, and ``task_children`` names the ``task`` children a turn made (they
-    stop with it).
+    turn's slot on, ``task_children`` names the ``task`` children a turn made (they
+    stop with it), and ``request_cancelled`` is told each handle whose pending request was
+    cancelled, with that request, once the handle is idle again (a remote teammate's task
+    that asked is canceled there).
     """
 
     def __init__(
@@ -35,6 +38,7 @@ class Closer:
         turn_calls: Callable[[Turn], int],
         release_slot: Callable[[Handle], None],
         task_children: Callable[[Handle, int], list[Handle]],
+        request_cancelled: Callable[[Handle, Request], None],
     ) -> None:
         self._tree = tree
         self._clock = clock
@@ -43,6 +47,7 @@ class Closer:
         self._turn_calls = turn_calls
         self._release_slot = release_slot
         self._task_children = task_children
+        self._request_cancelled = request_cancelled
 
     # --- interrupt ----------------------------------------------------------------------------
 
@@ -71,11 +76,15 @@ class Closer:
             self._cancel_request(cancelled_request)
 
     def _cancel_request(self, request_id: str) -> None:
-        """Every handle suspended on ``request_id`` goes back to idle; the id is dead."""
+        """Every handle suspended on ``request_id`` goes back to idle; the id is dead. Who
+        asked hears of it outside the locks (it may call a peer)."""
         self._tree.store.requests.unpark(request_id, "cancelled")
         for handle in self._tree.suspended_on(request_id):
             with handle.lock, self._unit(handle):
+                asked = handle.record.pending
                 handle.cancel(request_id)
+            if asked is not None and asked.id == request_id:
+                self._request_cancelled(handle, asked)
 
     def _unit(self, *handles: Handle) -> ContextManager[Any]:
         return self._tree.store.change(*handles, dirty=False)

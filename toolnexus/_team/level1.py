@@ -253,6 +253,7 @@ def agent(
     hooks: HooksLike = None,
     on_metric: Callable[[dict[str, Any]], Any] | None = None,
     output: Any = None,
+    a2a: Any = None,
 ) -> Agent:
     """Define an agent (``AgentDef``'s fields), ready to ``run``.
 
@@ -270,6 +271,8 @@ def agent(
         hooks: its own hooks, replacing the runtime's.
         on_metric: its own metric sink, replacing the runtime's.
         output: a type (attrs class, dataclass, ``TypedDict``, JSON Schema): its runs are typed.
+        a2a: a remote A2A agent (the URL of its card, or ``toolnexus.a2a.Peer``): this agent
+            is that agent, with no model, tools, team, soul or output of its own.
 
     Returns:
         The ``Agent``.
@@ -292,5 +295,6 @@ def agent(
             hooks=hooks,
             on_metric=on_metric,
             output=output,
+            a2a=a2a,
         )
     )

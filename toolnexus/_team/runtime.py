@@ -187,6 +187,7 @@ class Runtime(TreeViews, Reruns):
         self._closer = Closer(
             tree, clock, inline=inline, settle_wait_s=self._shutdown_s, turn_calls=turns.turn_calls,
             release_slot=scheduler.release_slot, task_children=delegation.children,
+            request_cancelled=turns.request_cancelled,
         )
         self._waiter = Waiter(
             tree=tree, turns=turns, execution=execution, run_turn=scheduler.run, interrupt=self._closer.interrupt,

@@ -18,11 +18,12 @@ from . import budget as budgets
 from .._run import loop
 from .._run import tracing
 from .agentdef import AgentDef, model_of
-from ..data import AgentResult, Budget, RunResult, Usage
+from ..data import AgentResult, Budget, Request, RunResult, Usage
 from ..errors import Cancelled, ConfigError
 from .._events.log import RunEvents
 from .handle import Handle, Turn
 from .offers import offered
+from .remote import RemoteTurns
 from ..hooks import Hooks
 from .._run.runspec import Engine, RunSpec
 from .._run.metrics import Metrics, metric_sink
@@ -85,6 +86,7 @@ class TurnRunner:
         self._sinks_lock = threading.Lock()  # guards: _sinks
         self._sinks: dict[str, Metric] = {}
         self._calls_lock = threading.Lock()  # guards: Turn.model_calls
+        self._remote = RemoteTurns(tree_store=tree_store, lineage=lineage, owner=owner, nonce=nonce)
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
@@ -109,6 +111,8 @@ class TurnRunner:
             text = budgets.on_chain(spent, handle.id)
             usage = self._spent(handle, turn)
             return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=usage), None
+        if definition.a2a is not None:  # a remote teammate: one task of a remote agent, no model
+            return self._remote.run(handle, turn, functools.partial(self._count_call, turn)), None
         spec = self._spec(handle, turn)
         toolkit = Toolkit(definition.tools)
         if definition.team:
@@ -157,6 +161,11 @@ class TurnRunner:
         """The model calls ``turn`` made so far (served again by its journal included)."""
         with self._calls_lock:
             return turn.model_calls
+
+    def request_cancelled(self, handle: Handle, request: Request) -> None:
+        """``handle``'s pending ``request`` was cancelled: a remote teammate's question
+        cancels its remote task too (what a local turn asked needs nothing more)."""
+        self._remote.cancelled(handle, request)
 
     def run_metric(
         self, handle: Handle, result: AgentResult, run: RunResult | None, started: float, error: str | None

@@ -70,6 +70,7 @@ _AGENT_KEYS = (
     "output",
     "request_params",
     "reset_tool_choice",
+    "a2a",
 )
 _STDIO_KEYS = ("command", "env", "cwd", "timeout", "max_message_bytes")
 _HTTP_KEYS = ("url", "headers", "timeout", "max_message_bytes")
@@ -278,7 +279,7 @@ def _agent_def(
     does = spec.get("does")
     if not isinstance(does, str) or not does.strip():
         raise fail(f'{where}: "does" (one line: what this agent does) is required')
-    for key in ("soul", "model"):
+    for key in ("soul", "model", "a2a"):
         if key in spec and not isinstance(spec[key], str):
             raise fail(f"{where}: {key} must be a string")
     team = spec.get("team", [])
@@ -321,6 +322,7 @@ def _agent_def(
             budget=budget,
             tools=(*own, *_mcp_tools(name, spec.get("mcp"), base, fail, servers)),
             output=_imported(output, base, where, "output", fail) if output is not None else None,
+            a2a=spec.get("a2a"),
         )
     except ConfigError as exc:
         raise fail(f"{where}: {exc}") from None
