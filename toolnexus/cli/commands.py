@@ -114,34 +114,44 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"toolnexus {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def approvals(command: argparse.ArgumentParser, *, no_input: bool = False) -> None:
-        group = command.add_mutually_exclusive_group()
-        group.add_argument(
-            "--yes", "-y", dest="decision", action="store_const", const=True, help="approve every request"
-        )
-        group.add_argument(
-            "--no", "-n", dest="decision", action="store_const", const=False, help="decline every request"
-        )
-        if no_input:
-            group.add_argument(
-                "--no-input", action="store_true", help="never ask: a run that needs an answer stops pending (exit 2)"
-            )
-        command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+    _add_running_commands(commands)
+    _add_continuing_commands(commands)
+    clistate.add_commands(commands)
+    clireplay.add_command(commands)
+    eval_command.add_command(commands, _connection_flags)
+    climcp.add_commands(commands, _connection_flags)
+    return parser
 
-    def continuing(command: argparse.ArgumentParser) -> None:
-        """What the commands that continue a stored run take besides their own arguments."""
-        command.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
-        _connection_flags(command)
-        command.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
-        command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
 
+def _approval_flags(command: argparse.ArgumentParser, *, no_input: bool = False) -> None:
+    """How a command that runs a team answers the requests its run asks."""
+    group = command.add_mutually_exclusive_group()
+    group.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve every request")
+    group.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline every request")
+    if no_input:
+        group.add_argument(
+            "--no-input", action="store_true", help="never ask: a run that needs an answer stops pending (exit 2)"
+        )
+    command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+
+
+def _continuing_flags(command: argparse.ArgumentParser) -> None:
+    """What the commands that continue a stored run take besides their own arguments."""
+    command.add_argument("--state", metavar="FILE", help="the state the run is kept in (overrides [state] path)")
+    _connection_flags(command)
+    command.add_argument("--json", action="store_true", help="print the result as JSON (the tree goes to stderr)")
+    command.add_argument("--no-tree", action="store_true", help="do not show the live handle tree")
+
+
+def _add_running_commands(commands: Any) -> None:
+    """demo and run: the commands that start a team."""
     demo = commands.add_parser(
         "demo",
         help="run a scripted team offline: delegation in parallel and an approval",
         description="A coordinator delegates to a researcher and a writer in parallel; publishing needs your approval. "
         "Runs on a built-in scripted model: no network, no key.",
     )
-    approvals(demo)
+    _approval_flags(demo)
     demo.add_argument(
         "--delay", type=float, default=0.2, metavar="SECONDS", help="time each scripted model reply takes (default 0.2)"
     )
@@ -167,8 +177,11 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the run in this SQLite file (or postgresql:// URL), so a pending run outlives the command "
         "(overrides [state] path)",
     )
-    approvals(run, no_input=True)
+    _approval_flags(run, no_input=True)
 
+
+def _add_continuing_commands(commands: Any) -> None:
+    """answer and retry: the commands that continue a stored run."""
     answer = commands.add_parser(
         "answer",
         help="answer a request a run left pending in a state, and continue it",
@@ -181,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     decision.add_argument("--yes", "-y", dest="decision", action="store_const", const=True, help="approve the request")
     decision.add_argument("--no", "-n", dest="decision", action="store_const", const=False, help="decline the request")
     answer.add_argument("--data", type=_json_value, metavar="JSON", help=_DATA_HELP)
-    continuing(answer)
+    _continuing_flags(answer)
 
     retry = commands.add_parser(
         "retry",
@@ -192,12 +205,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     retry.add_argument("team", metavar="TEAM.toml")
     retry.add_argument("handle", metavar="HANDLE")
-    continuing(retry)
-    clistate.add_commands(commands)
-    clireplay.add_command(commands)
-    eval_command.add_command(commands, _connection_flags)
-    climcp.add_commands(commands, _connection_flags)
-    return parser
+    _continuing_flags(retry)
 
 
 def _connection_flags(command: argparse.ArgumentParser) -> None:
