@@ -33,6 +33,14 @@ log = logging.getLogger("toolnexus")
 CHANNEL = "toolnexus"
 _TABLE = re.compile(r"(TABLE IF NOT EXISTS|FROM|INTO|UPDATE|ON)\s+tn_")
 _CONNECT_TIMEOUT_S = 5.0
+#: Every connection the state opens. Text is exchanged as UTF-8 whatever the database's own
+#: encoding: on a database created as SQL_ASCII (initdb without a locale) psycopg would
+#: otherwise return text columns as bytes.
+_CONNECT_KWARGS: dict[str, Any] = {
+    "autocommit": True,
+    "connect_timeout": int(_CONNECT_TIMEOUT_S),
+    "client_encoding": "UTF8",
+}
 
 
 class PostgresState(SqlState):
@@ -71,7 +79,7 @@ class PostgresState(SqlState):
                 conninfo_or_pool,
                 min_size=1,
                 max_size=max_size,
-                kwargs={"autocommit": True, "connect_timeout": int(_CONNECT_TIMEOUT_S)},
+                kwargs=_CONNECT_KWARGS,
                 configure=self._configure,
                 max_idle=300,
                 max_lifetime=1800,
@@ -82,7 +90,7 @@ class PostgresState(SqlState):
                 # One connection first: a server that refuses or rejects it is named at once,
                 # with its reason (the pool would retry it for the whole timeout, then only
                 # say that it timed out).
-                psycopg.connect(conninfo_or_pool, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)).close()
+                psycopg.connect(conninfo_or_pool, **_CONNECT_KWARGS).close()
                 self._pool.open(wait=True, timeout=_CONNECT_TIMEOUT_S)
             except (PoolTimeout, psycopg.Error) as exc:
                 self._pool.close()
@@ -164,7 +172,7 @@ class PostgresState(SqlState):
     def _listen(self) -> None:
         while not self._closed.is_set():
             try:
-                with psycopg.connect(self._conninfo, autocommit=True, connect_timeout=int(_CONNECT_TIMEOUT_S)) as conn:
+                with psycopg.connect(self._conninfo, **_CONNECT_KWARGS) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self._bump(foreign=True)  # (re)connected: anything missed meanwhile is re-read
                     mine = f"{self._sender}|"
