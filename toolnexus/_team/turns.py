@@ -140,7 +140,10 @@ class TurnRunner:
             toolkit.register(hosted)
         # A resumed (or taken-over) turn replays from its input: its journal serves every
         # model reply and tool result it recorded, so nothing already done is done again.
-        history = self._conversations.get(handle.id) or []
+        # A stored handle that never settled has saved no transcript (it is saved with an
+        # outcome): its first turn reads none from the state.
+        unsettled = self._tree_store.state is not None and handle.record.settled == 0
+        history = [] if unsettled else self._conversations.get(handle.id) or []
         messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
         run = loop.start(self.engine, spec, toolkit, messages)
         result = AgentResult(
