@@ -31,6 +31,7 @@ def _converter() -> cattrs.Converter:
     """The converter, built on first use: cattrs costs import time that a process which
     never sends a value across a boundary should not pay."""
     import cattrs
+    from cattrs.fns import identity
     from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
     converter = cattrs.Converter()
@@ -57,6 +58,9 @@ def _converter() -> cattrs.Converter:
     for kind in (bool, str, int):
         converter.register_structure_hook(kind, _strict(kind))
     _scalar_hooks(converter)
+    # An optional number, string or flag is its own wire form: a generated unstructure
+    # function then writes the field inline rather than calling a hook for it on every value.
+    converter.register_unstructure_hook_factory(_optional_scalar, lambda _: identity)
     # Classes of the host's own (typed output, tool parameters): an ``Optional`` field left
     # out is ``None``; the library's own value types keep cattrs' defaults.
     converter.register_structure_hook_factory(_hosts_class, lambda cls: _structured_hook(converter, cls))
@@ -184,6 +188,16 @@ def _structured_hook(converter: cattrs.Converter, cls: type) -> Any:
         return base(value, cls)
 
     return structure
+
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _optional_scalar(hint: Any) -> bool:
+    """``int | None``, ``str | None`` and the like: nothing to convert on the way out."""
+    if typing.get_origin(hint) not in (typing.Union, types.UnionType):
+        return False
+    return all(member in _SCALARS for member in typing.get_args(hint))
 
 
 def _plain_union(hint: Any) -> bool:

@@ -9,11 +9,11 @@ messages a step, and is not written again with every one.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterable
 
 import attrs
 
+from .._stores.conversations import snapshot
 from ..data import Answer, ModelReply, Request, ToolCall, ToolResult, Usage
 from ..wire import from_wire
 
@@ -34,9 +34,9 @@ def pack_request(previous: dict[str, Any] | None, request: dict[str, Any]) -> di
             shared += 1
     packed = {key: value for key, value in request.items() if key not in ("messages", "tools")}
     packed["shared"] = shared
-    packed["messages"] = copy.deepcopy(messages[shared:])
+    packed["messages"] = snapshot(messages[shared:])
     if previous is None or previous["tools"] != request["tools"]:
-        packed["tools"] = copy.deepcopy(request["tools"])
+        packed["tools"] = snapshot(request["tools"])
     return packed
 
 

@@ -44,13 +44,14 @@ class LockingStore(Protocol):
     def lock(self, id: str) -> ContextManager[Any]: ...
 
 
-def _snapshot(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A deep copy of a transcript. Plain data (dicts, lists, strings, numbers: what a
-    transcript is made of) is copied through ``marshal``, several times faster than
-    ``copy.deepcopy`` and, like it, keeping shared parts shared; a transcript holding
-    anything else (a subclass, an object of the caller's) goes through ``copy.deepcopy``."""
+def snapshot(messages: list[Any]) -> list[Any]:
+    """A deep copy of a transcript (or of a request's tools, for the journal). Plain data
+    (dicts, lists, strings, numbers: what a transcript is made of) is copied through
+    ``marshal``, several times faster than ``copy.deepcopy`` and, like it, keeping shared
+    parts shared; anything else (a subclass, an object of the caller's) goes through
+    ``copy.deepcopy``."""
     try:
-        copied: list[dict[str, Any]] = marshal.loads(marshal.dumps(messages))
+        copied: list[Any] = marshal.loads(marshal.dumps(messages))
     except ValueError:  # not plain data, or nested too deeply for marshal
         return copy.deepcopy(messages)
     return copied
@@ -66,12 +67,12 @@ class InMemoryStore:
     def get(self, id: str) -> list[dict[str, Any]] | None:
         with self._lock:
             messages = self._conversations.get(id)
-        return _snapshot(messages) if messages is not None else None
+        return snapshot(messages) if messages is not None else None
 
     def save(self, id: str, messages: list[dict[str, Any]]) -> None:
-        snapshot = _snapshot(list(messages))
+        copied = snapshot(list(messages))
         with self._lock:
-            self._conversations[id] = snapshot
+            self._conversations[id] = copied
 
     def ids(self) -> list[str]:
         with self._lock:

@@ -75,12 +75,13 @@ class MemoryRequests:
 
 
 class MemoryJournal(JournalRows):
-    """Journal rows in a dict, by turn."""
+    """Journal rows in a dict, by handle then turn: a handle leaving memory drops its own
+    rows without a walk over every other handle's."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # guards: _rows (a leaf lock)
-        #: (handle id, serial) -> (segment, kind, step, call id) -> (status, payload)
-        self._rows: dict[tuple[str, int], dict[tuple[int, str, int, str], tuple[str, Any]]] = {}
+        #: handle id -> serial -> (segment, kind, step, call id) -> (status, payload)
+        self._rows: dict[str, dict[int, dict[tuple[int, str, int, str], tuple[str, Any]]]] = {}
 
     def change(self, *handles: Handle, dirty: bool = True) -> ContextManager[Any]:
         return _NOTHING
@@ -89,25 +90,25 @@ class MemoryJournal(JournalRows):
         self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str
     ) -> tuple[str, Any] | None:
         with self._lock:
-            rows = self._rows.get((handle_id, serial))
+            rows = self._rows.get(handle_id, {}).get(serial)
             return rows.get((segment, kind, step, call_id)) if rows is not None else None
 
     def put(
         self, handle_id: str, serial: int, segment: int, kind: str, step: int, call_id: str, status: str, payload: Any
     ) -> None:
         with self._lock:
-            self._rows.setdefault((handle_id, serial), {})[(segment, kind, step, call_id)] = (status, payload)
+            turns = self._rows.setdefault(handle_id, {})
+            turns.setdefault(serial, {})[(segment, kind, step, call_id)] = (status, payload)
 
     def rows(self, handle_id: str) -> list[tuple[int, int, str, int, str, str, Any]]:
         with self._lock:
-            kept = [(serial, rows) for (owner, serial), rows in self._rows.items() if owner == handle_id]
-            return [(serial, *key, *value) for serial, rows in kept for key, value in rows.items()]
+            turns = self._rows.get(handle_id, {})
+            return [(serial, *key, *value) for serial, rows in turns.items() for key, value in rows.items()]
 
     def forget_handle(self, handle_id: str) -> None:
         """``handle_id`` left memory: its journal goes with it."""
         with self._lock:
-            for key in [key for key in self._rows if key[0] == handle_id]:
-                del self._rows[key]
+            self._rows.pop(handle_id, None)
 
 
 class MemoryLog:

@@ -7,6 +7,7 @@ exemption), the limits checked before turns, model calls and spawns. Pure functi
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Literal, TypeVar
 
 import attrs
@@ -18,11 +19,12 @@ DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_DEPTH = 3
 
 ROOT_BUDGET = Budget(max_depth=DEFAULT_MAX_DEPTH)
+_UNSET = Budget()
 
 
 def merge(base: Budget | None, override: Budget | None) -> Budget:
     """Field by field, ``override`` wins where it is set (a spawn's budget over the def's)."""
-    base = base or Budget()
+    base = base or _UNSET
     if override is None:
         return base
     changes = {f.name: getattr(override, f.name) for f in attrs.fields(Budget) if getattr(override, f.name) is not None}
@@ -47,6 +49,15 @@ def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: in
     tokens_left = max(0, parent.max_tokens - parent_tokens) if parent.max_tokens is not None else None
     calls_left = max(0, parent.max_tool_calls - parent_tool_calls) if parent.max_tool_calls is not None else None
     cost_left = max(0.0, parent.max_cost - parent_cost) if parent.max_cost is not None else None
+    return _carved(own, parent, tokens_left, calls_left, cost_left)
+
+
+@functools.lru_cache(maxsize=256)
+def _carved(
+    own: Budget, parent: Budget, tokens_left: int | None, calls_left: int | None, cost_left: float | None
+) -> Budget:
+    """``carve`` once the parent's pools are reduced to what is left: budgets are frozen
+    values, so a spawn like the last one (the common case) reuses its result."""
     return Budget(
         max_turns=_least(own.max_turns, parent.max_turns),
         max_tokens=_least(own.max_tokens, tokens_left),
@@ -57,6 +68,12 @@ def carve(own: Budget, parent: Budget, parent_tokens: int, parent_tool_calls: in
         max_depth=own.max_depth if own.max_depth is not None else parent.max_depth,
         max_cost=_least(own.max_cost, cost_left),
     )
+
+
+def has_pool(budget: Budget) -> bool:
+    """Whether ``budget`` caps a shared pool (tokens, tool calls, money), so that a spent
+    ledger could stop a spawn or a wake."""
+    return budget.max_tokens is not None or budget.max_tool_calls is not None or budget.max_cost is not None
 
 
 def pool_limit(budget: Budget, tokens: int, tool_calls: int, cost: float | None = None) -> str | None:

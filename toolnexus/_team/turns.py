@@ -14,6 +14,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping
 
+import attrs
+
 from . import budget as budgets
 from .._run import loop
 from .._run import tracing
@@ -41,6 +43,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolnexus")
 
 Metric = Callable[[dict[str, Any]], None]
+
+
+@attrs.frozen
+class _Shape:
+    """The parts of a run spec that depend only on the agent (a toolkit without a team's
+    ``task`` tool is shared by its turns: the loop never changes it)."""
+
+    definition: AgentDef
+    model: str
+    hooks: Hooks
+    metric: Metric
+    price: Price | None
+    output: Any
+    toolkit: Toolkit | None
 
 
 class TurnRunner:
@@ -87,6 +103,7 @@ class TurnRunner:
         self._sinks: dict[str, Metric] = {}
         self._calls_lock = threading.Lock()  # guards: Turn.model_calls
         self._remote = RemoteTurns(tree_store=tree_store, lineage=lineage, owner=owner, nonce=nonce)
+        self._shapes: dict[str, _Shape] = {}  # by agent name; a lost race only builds one twice
 
     def execute(self, handle: Handle, turn: Turn) -> tuple[AgentResult, RunResult | None]:
         """Run ``turn`` to its outcome; raises ``Cancelled`` when interrupted.
@@ -113,15 +130,20 @@ class TurnRunner:
             return AgentResult(text=text, status="incomplete", limit=spent, handle_id=handle.id, usage=usage), None
         if definition.a2a is not None:  # a remote teammate: one task of a remote agent, no model
             return self._remote.run(handle, turn, functools.partial(self._count_call, turn)), None
-        spec = self._spec(handle, turn)
-        toolkit = Toolkit(definition.tools)
-        if definition.team:
+        shape = self._shape(definition)
+        spec = self._spec(handle, turn, shape)
+        toolkit = shape.toolkit
+        if toolkit is None:  # a team's toolkit has this turn's own ``task`` tool
+            toolkit = Toolkit(definition.tools)
             toolkit.register(self._task_tool(handle, turn.serial))
         for hosted in offered(handle):  # the agent's own tools win a clash of names
             toolkit.register(hosted)
         # A resumed (or taken-over) turn replays from its input: its journal serves every
         # model reply and tool result it recorded, so nothing already done is done again.
-        history = self._conversations.get(handle.id) or []
+        # A stored handle that never settled has saved no transcript (it is saved with an
+        # outcome): its first turn reads none from the state.
+        unsettled = self._tree_store.state is not None and handle.record.settled == 0
+        history = [] if unsettled else self._conversations.get(handle.id) or []
         messages = loop.initial_messages(self.engine.style, spec.system, history, turn.input)
         run = loop.start(self.engine, spec, toolkit, messages)
         result = AgentResult(
@@ -193,8 +215,24 @@ class TurnRunner:
         """The agent's own hooks, else the runtime's."""
         return Hooks.of(definition.hooks if definition.hooks is not None else self._hooks)
 
-    def _spec(self, handle: Handle, turn: Turn) -> RunSpec:
-        definition: AgentDef = handle.definition
+    def _shape(self, definition: AgentDef) -> _Shape:
+        """What every turn of ``definition`` runs with, worked out once per runtime."""
+        shape = self._shapes.get(definition.name)
+        if shape is None or shape.definition is not definition:
+            model = self.model_of(definition)
+            shape = self._shapes[definition.name] = _Shape(
+                definition=definition,
+                model=model,
+                hooks=self.hooks_of(definition),
+                metric=self._sink(definition),
+                price=self.prices.get(model),
+                output=output_type(definition.output),
+                toolkit=None if definition.team else Toolkit(definition.tools),
+            )
+        return shape
+
+    def _spec(self, handle: Handle, turn: Turn, shape: _Shape) -> RunSpec:
+        definition = shape.definition
         budget = handle.record.budget  # carved: a cap of an ancestor's is in it too
         capped = budget.max_cost is not None
         counted = functools.partial(self._count_call, turn)
@@ -202,12 +240,12 @@ class TurnRunner:
             handle, turn, self._lineage, self._owner, counted, defer_final=not capped
         )
         return RunSpec(
-            model=self.model_of(definition),
+            model=shape.model,
             system=definition.soul or None,
             max_turns=budgets.max_turns(budget),
-            hooks=self.hooks_of(definition),
+            hooks=shape.hooks,
             wait_for=definition.wait_for,
-            metric=self._sink(definition),
+            metric=shape.metric,
             guard=lambda _turns: self._own_limit(handle, turn),
             scope=turn.scope,
             gate=self._gate,
@@ -219,9 +257,9 @@ class TurnRunner:
             continues=turn.resume,
             around_tool=self._around_tool,
             trace=self.trace,
-            price=self.prices.get(self.model_of(definition)),
+            price=shape.price,
             flight=self._flight(handle, turn) if capped else None,
-            output=output_type(definition.output),
+            output=shape.output,
             events=RunEvents(handle.id, self._tree_store.events.emit, self._tree_store.events.stream.log),
             needs_usage=capped or budget.max_tokens is not None,
         )
@@ -286,6 +324,8 @@ class TurnRunner:
         """The live walk before every wake and spawn: any spent pool on the chain (with a
         state, as every process has charged it)."""
         for each in self._lineage(handle):
+            if not budgets.has_pool(each.record.budget):  # a budget never changes after spawn
+                continue
             with each.lock:
                 each.sync(exact=True)
                 record = each.record

@@ -38,9 +38,10 @@ def as_tools(value: Any) -> list[Tool]:
         return []
     if isinstance(value, Toolkit):
         return value.tools()
-    if isinstance(value, Tool) or (callable(value) and not isinstance(value, type)):
+    listed = type(value) is list or type(value) is tuple  # the common case: no ABC check
+    if not listed and (isinstance(value, Tool) or (callable(value) and not isinstance(value, type))):
         return [as_tool(value)]
-    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+    if not listed and (isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable)):
         raise ConfigError(f"expected a Toolkit, a Tool, a function or a list of them, got {type(value).__name__}")
     return [tool for item in value for tool in (item.tools() if isinstance(item, Toolkit) else [as_tool(item)])]
 
