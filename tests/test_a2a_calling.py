@@ -134,7 +134,9 @@ def test_interrupting_the_caller_cancels_the_remote_task(
     rt.interrupt(lead)
     assert peer.line(f"canceled {task_id}")
     assert rt.wait(lead, timeout=WAIT_S).status == "interrupted"
-    assert remote_child(rt).state == "idle"
+    # the parent's interrupted turn ends its task child, as for a local teammate
+    # (test_interrupt_close: idle, or closed when the task call closes it first)
+    assert remote_child(rt).state in ("idle", "closed")
 
 
 def test_closing_the_runtime_cancels_a_running_remote_task(peer: SdkPeer, remote_tasks: RemoteTasks) -> None:
