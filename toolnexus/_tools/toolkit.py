@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Union, cast
 
 import attrs
 
@@ -43,7 +43,8 @@ def as_tools(value: Any) -> list[Tool]:
         return [as_tool(value)]
     if not listed and (isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable)):
         raise ConfigError(f"expected a Toolkit, a Tool, a function or a list of them, got {type(value).__name__}")
-    return [tool for item in value for tool in (item.tools() if isinstance(item, Toolkit) else [as_tool(item)])]
+    items = cast("Iterable[Any]", value)  # a list or tuple, or any other iterable of tools
+    return [tool for item in items for tool in (item.tools() if isinstance(item, Toolkit) else [as_tool(item)])]
 
 
 def as_toolkit(value: Any) -> Toolkit:
