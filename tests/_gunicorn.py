@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
 from typing import Iterator
 
 import pytest
@@ -27,32 +27,46 @@ def free_port() -> int:
 def serving(
     port: int, chdir: str, app: str, *flags: str, env: dict[str, str] | None = None
 ) -> Iterator[subprocess.Popen[str]]:
-    """``gunicorn -w 2 FLAGS`` serving ``app`` from ``chdir`` on ``port``, once it accepts
-    connections (``env``: added to this process's environment); stopped with SIGTERM (then
-    killed) when the block ends."""
+    """``gunicorn -w 2 FLAGS`` serving ``app`` from ``chdir`` on ``port``, once its arbiter says
+    it listens there (``env``: added to this process's environment); stopped with SIGTERM (then
+    killed) when the block ends.
+
+    Its output is read all along by a thread (a full pipe would stop the arbiter), and the
+    port counts as ours only when gunicorn says it bound it: a connection alone could reach
+    another test's server that took the port between ``free_port`` and the bind."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "2", *flags, "-b", f"127.0.0.1:{port}", "--chdir", chdir, "--graceful-timeout", "5", app],
+        [sys.executable, "-m", "gunicorn", "-w", "2", *flags, "-b", f"127.0.0.1:{port}", "--chdir", chdir,
+         "--graceful-timeout", "5", app],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **(env or {})},
     )
-    deadline = time.monotonic() + STARTUP_S
-    while True:  # another process: poll until it accepts connections
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"gunicorn did not start: {proc.communicate()[0]}")
-            time.sleep(0.1)
+    said: list[str] = []
+    listening = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            said.append(line)
+            if f"Listening at: http://127.0.0.1:{port} " in line:
+                listening.set()
+        listening.set()  # the output ended: gunicorn is gone
+
+    reader = threading.Thread(target=read, name=f"gunicorn-{port}", daemon=True)
+    reader.start()
+    if not listening.wait(STARTUP_S) or proc.poll() is not None or not any("Listening at" in line for line in said):
+        proc.kill()
+        proc.wait()
+        reader.join(5)
+        pytest.fail(f"gunicorn did not start on port {port}: {''.join(said)}")
     try:
         yield proc
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.communicate(timeout=20)
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            proc.wait()
+        reader.join(5)
