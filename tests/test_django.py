@@ -154,22 +154,28 @@ class Gunicorn:
         )
         command = [sys.executable, "-m", "gunicorn", "-w", str(workers), "--threads", str(THREADS), "-b", f"127.0.0.1:{port}", "--graceful-timeout", "3", "approval_site.wsgi"]
         self.log: list[str] = []
+        self._boots = 0  # "Booting worker" lines so far; guarded by _booted, notified on each
+        self._booted = threading.Condition()
         self.process = subprocess.Popen(command, cwd=EXAMPLE, env=env, stderr=subprocess.PIPE, text=True)
-        booted = threading.Event()
-        threading.Thread(target=self._drain, args=(workers, booted), daemon=True).start()
-        if not booted.wait(60):
+        threading.Thread(target=self._drain, daemon=True).start()
+        if not self._wait_for_boots(workers, 60):
             self.stop()
             pytest.fail("gunicorn did not start:\n" + "".join(self.log))
         self.session = requests.Session()  # signed in: the project's login, as a browser would be
         signed = self.session.post(self.base + "/login/", json={"username": USER, "password": PASSWORD}, timeout=30)
         assert signed.status_code == 200, signed.text
 
-    def _drain(self, workers: int, booted: threading.Event) -> None:
+    def _drain(self) -> None:
         assert self.process.stderr is not None
         for line in self.process.stderr:
-            self.log.append(line)
-            if sum("Booting worker" in seen for seen in self.log) >= workers:
-                booted.set()
+            with self._booted:
+                self.log.append(line)
+                self._boots += "Booting worker" in line
+                self._booted.notify_all()
+
+    def _wait_for_boots(self, boots: int, timeout: float) -> bool:
+        with self._booted:
+            return self._booted.wait_for(lambda: self._boots >= boots, timeout)
 
     def post(self, path: str, body: dict) -> requests.Response:
         return self.session.post(self.base + path, json=body, timeout=30)
@@ -184,12 +190,10 @@ class Gunicorn:
 
     def kill_worker(self, pid: int) -> None:
         """SIGKILL one worker process; returns once gunicorn has booted its replacement."""
-        booted = sum("Booting worker" in line for line in self.log)
+        with self._booted:
+            booted = self._boots
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while sum("Booting worker" in line for line in self.log) <= booted:
-            assert time.monotonic() < deadline, "gunicorn did not replace the killed worker:\n" + "".join(self.log)
-            time.sleep(0.05)
+        assert self._wait_for_boots(booted + 1, 60), "gunicorn did not replace the killed worker:\n" + "".join(self.log)
 
     def stop(self) -> None:
         self.process.terminate()
